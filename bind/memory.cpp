@@ -1,0 +1,117 @@
+// In-memory Bind: a map of ports to queues, for tests of the device pipeline.
+#include "bind/memory.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace conn {
+
+bool MemoryNetwork::deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data) {
+  std::lock_guard lock(mu_);
+  auto it = binds_.find(to_port);
+  if (it == binds_.end()) return false;
+  return it->second->push(from_port, data);
+}
+
+Endpoint MemoryBind::endpoint_for(uint16_t port) {
+  Endpoint ep;
+  ep.family = 4;
+  ep.addr[0] = 127;
+  ep.addr[3] = 1;
+  ep.port = port;
+  return ep;
+}
+
+std::vector<ReceiveFn> MemoryBind::open(uint16_t port, uint16_t& actual_port, std::error_code& ec) {
+  std::lock_guard net_lock(net_.mu_);
+  std::lock_guard lock(mu_);
+  if (open_) {
+    ec = std::make_error_code(std::errc::already_connected);
+    return {};
+  }
+  if (port == 0) {
+    while (net_.binds_.count(net_.next_port_)) ++net_.next_port_;
+    port = net_.next_port_++;
+  } else if (net_.binds_.count(port)) {
+    ec = std::make_error_code(std::errc::address_in_use);
+    return {};
+  }
+  net_.binds_[port] = this;
+  port_ = port;
+  actual_port = port;
+  open_ = true;
+  queue_.clear();
+  ec.clear();
+  return {[this](auto bufs, auto sizes, auto eps, std::error_code& e) {
+    return receive(bufs, sizes, eps, e);
+  }};
+}
+
+void MemoryBind::close() {
+  {
+    std::lock_guard net_lock(net_.mu_);
+    std::lock_guard lock(mu_);
+    if (!open_) return;
+    net_.binds_.erase(port_);
+    open_ = false;
+    queue_.clear();
+  }
+  cv_.notify_all();
+}
+
+bool MemoryBind::push(uint16_t from_port, std::span<const uint8_t> data) {
+  {
+    std::lock_guard lock(mu_);
+    if (queue_.size() >= limit_) {
+      ++dropped_;
+      return false;
+    }
+    queue_.push_back({from_port, std::vector<uint8_t>(data.begin(), data.end())});
+  }
+  cv_.notify_one();
+  return true;
+}
+
+uint64_t MemoryBind::dropped() const {
+  std::lock_guard lock(mu_);
+  return dropped_;
+}
+
+size_t MemoryBind::receive(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+                           std::span<Endpoint> eps, std::error_code& ec) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !open_ || !queue_.empty(); });
+  if (!open_) {
+    ec = std::make_error_code(std::errc::operation_canceled);
+    return 0;
+  }
+  size_t n = 0;
+  while (n < bufs.size() && !queue_.empty()) {
+    auto& d = queue_.front();
+    size_t len = std::min(d.data.size(), bufs[n].size());
+    std::memcpy(bufs[n].data(), d.data.data(), len);
+    sizes[n] = len;
+    eps[n] = endpoint_for(d.from);
+    queue_.pop_front();
+    ++n;
+  }
+  ec.clear();
+  return n;
+}
+
+void MemoryBind::send(std::span<const std::span<const uint8_t>> bufs, Endpoint& ep, std::error_code& ec) {
+  uint16_t from;
+  {
+    std::lock_guard lock(mu_);
+    if (!open_) {
+      ec = std::make_error_code(std::errc::not_connected);
+      return;
+    }
+    from = port_;
+  }
+  ec.clear();
+  // Like UDP: datagrams to nowhere or to a full queue vanish.
+  for (auto& b : bufs) net_.deliver(from, ep.port, b);
+}
+
+}  // namespace conn

@@ -1,0 +1,69 @@
+// In-memory Bind for tests: binds attached to one MemoryNetwork exchange datagrams by
+// port as if on 127.0.0.1, with no sockets. Each bind's receive queue is bounded and,
+// like UDP, drops when full (drops are counted).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "bind/bind.hpp"
+
+namespace conn {
+
+class MemoryBind;
+
+class MemoryNetwork {
+public:
+  // Delivers a datagram to the bind on `port`; false if none or its queue is full.
+  bool deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data);
+
+private:
+  friend class MemoryBind;
+  std::mutex mu_;
+  std::map<uint16_t, MemoryBind*> binds_;
+  uint16_t next_port_ = 40000;
+};
+
+class MemoryBind final : public Bind {
+public:
+  explicit MemoryBind(MemoryNetwork& net, size_t queue_limit = 1 << 16)
+      : net_(net), limit_(queue_limit) {}
+  ~MemoryBind() override { close(); }
+
+  std::vector<ReceiveFn> open(uint16_t port, uint16_t& actual_port, std::error_code& ec) override;
+  void close() override;
+  void send(std::span<const std::span<const uint8_t>> bufs, Endpoint& ep, std::error_code& ec) override;
+  void set_mark(uint32_t mark, std::error_code& ec) override { mark_ = mark; ec.clear(); }
+  size_t batch_size() const override { return 128; }
+
+  uint16_t port() const { return port_; }
+  uint32_t mark() const { return mark_; }
+  uint64_t dropped() const;
+  static Endpoint endpoint_for(uint16_t port);
+
+private:
+  friend class MemoryNetwork;
+  bool push(uint16_t from_port, std::span<const uint8_t> data);
+  size_t receive(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+                 std::span<Endpoint> eps, std::error_code& ec);
+
+  MemoryNetwork& net_;
+  const size_t limit_;
+  uint32_t mark_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  struct Datagram {
+    uint16_t from;
+    std::vector<uint8_t> data;
+  };
+  std::deque<Datagram> queue_;
+  bool open_ = false;
+  uint16_t port_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace conn

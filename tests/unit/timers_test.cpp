@@ -1,0 +1,508 @@
+// Timers and the keypair age rules against a fake clock: every deadline is probed one
+// clock tick before it (nothing happens) and exactly at it (the rule fires).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+#include "wg/keypair.hpp"
+#include "wg/messages.hpp"
+#include "wg/timers.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using wg::Clock;
+using wg::TimePoint;
+using wg::TimerActions;
+using wg::Timers;
+
+// The smallest step of the clock: "just before" a deadline is deadline - kTick.
+constexpr Clock::duration kTick{1};
+constexpr auto kJitter = 100ms;
+
+// A fake clock: a time point the test moves by hand, far from the epoch.
+struct FakeClock {
+  TimePoint now = TimePoint{} + 1000h;
+  TimePoint advance(Clock::duration d) { return now += d; }
+};
+
+Timers fixed_jitter(Clock::duration j = kJitter) {
+  return Timers([j] { return j; });
+}
+
+bool nothing(const TimerActions& a) {
+  return !a.any() && !a.retry && !a.clear_source;
+}
+
+}  // namespace
+
+// --- retransmit_handshake -----------------------------------------------------------------
+
+TEST_CASE("timers: a handshake is retransmitted at REKEY_TIMEOUT + jitter", "[timers]") {
+  for (Clock::duration jitter : {Clock::duration(0ms), Clock::duration(kJitter)}) {
+    CAPTURE(jitter.count());
+    FakeClock clock;
+    Timers t = fixed_jitter(jitter);
+    const TimePoint t0 = clock.now;
+    t.handshake_initiated(t0);
+    const TimePoint deadline = t0 + wg::kRekeyTimeout + jitter;
+    REQUIRE(t.next_deadline() == deadline);
+
+    CHECK(nothing(t.tick(deadline - kTick)));
+    CHECK(t.handshake_attempts() == 0);
+
+    TimerActions a = t.tick(deadline);
+    CHECK(a.send_initiation);
+    CHECK(a.retry);
+    CHECK(a.clear_source);
+    CHECK_FALSE(a.give_up);
+    CHECK(t.handshake_attempts() == 1);
+    // Fired once: the timer stays off until the retransmission is sent.
+    CHECK_FALSE(t.next_deadline());
+    CHECK(nothing(t.tick(deadline + 1h)));
+  }
+}
+
+TEST_CASE("timers: the default jitter stays below kRekeyTimeoutJitterMax", "[timers]") {
+  for (int i = 0; i < 200; ++i) {
+    Timers t;
+    const TimePoint t0 = TimePoint{} + 1h;
+    t.handshake_initiated(t0);
+    REQUIRE(t.next_deadline());
+    const auto jitter = *t.next_deadline() - t0 - wg::kRekeyTimeout;
+    CHECK(jitter >= Clock::duration::zero());
+    CHECK(jitter < wg::kRekeyTimeoutJitterMax);
+  }
+}
+
+// The attempt counter starts at 0 with the first initiation and counts retransmissions.
+// As in the kernel (timers.c, wg_expired_retransmit_handshake), the expiry that finds
+// attempts > MAX_TIMER_HANDSHAKES gives up: 1 initiation + 19 retries = 20 sent, the
+// "after 20 attempts" of the kernel's log line.
+TEST_CASE("timers: retransmissions count up and give up once attempts exceed 18", "[timers]") {
+  REQUIRE(wg::kMaxTimerHandshakes == 18);
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  t.handshake_initiated(clock.now);
+  t.data_received(clock.now);  // a pending keepalive, which giving up must cancel
+
+  int sent = 1;
+  for (int retry = 1; retry <= wg::kMaxTimerHandshakes + 1; ++retry) {
+    CAPTURE(retry);
+    const TimePoint deadline = clock.now + wg::kRekeyTimeout + kJitter;
+    TimerActions before = t.tick(deadline - kTick);
+    CHECK_FALSE(before.send_initiation);
+    CHECK_FALSE(before.give_up);
+    clock.now = deadline;
+    TimerActions a = t.tick(clock.now);
+    REQUIRE(a.send_initiation);
+    CHECK(a.retry);
+    CHECK_FALSE(a.give_up);
+    CHECK(t.handshake_attempts() == retry);
+    t.any_authenticated_packet_sent(clock.now);  // sending the initiation
+    t.handshake_initiated(clock.now);
+    ++sent;
+  }
+  CHECK(sent == wg::kMaxTimerHandshakes + 2);
+  CHECK(t.handshake_attempts() == wg::kMaxTimerHandshakes + 1);
+
+  t.data_received(clock.now);  // re-arm the keepalive to see it cancelled
+  const TimePoint last = clock.now + wg::kRekeyTimeout + kJitter;
+  CHECK(nothing(t.tick(last - kTick)));
+  clock.now = last;
+  TimerActions a = t.tick(clock.now);
+  CHECK(a.give_up);
+  CHECK_FALSE(a.send_initiation);
+  CHECK_FALSE(a.send_keepalive);
+
+  // Giving up cancels the keepalive and arms zero_key_material at 3 * REJECT_AFTER_TIME.
+  const TimePoint zero_at = last + 3 * wg::kRejectAfterTime;
+  REQUIRE(t.next_deadline() == zero_at);
+  CHECK(nothing(t.tick(zero_at - kTick)));
+  a = t.tick(zero_at);
+  CHECK(a.zero_keys);
+  CHECK_FALSE(a.send_keepalive);
+  CHECK_FALSE(t.next_deadline());
+}
+
+TEST_CASE("timers: giving up keeps an already armed zero_key_material deadline", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter(0ms);
+  const TimePoint derived = clock.now;
+  t.session_derived(derived);
+  t.handshake_initiated(derived);
+  for (int i = 0; i <= wg::kMaxTimerHandshakes; ++i) {
+    clock.advance(wg::kRekeyTimeout);
+    REQUIRE(t.tick(clock.now).send_initiation);
+    t.handshake_initiated(clock.now);
+  }
+  clock.advance(wg::kRekeyTimeout);
+  REQUIRE(t.tick(clock.now).give_up);
+  CHECK(t.next_deadline() == derived + 3 * wg::kRejectAfterTime);
+}
+
+// The kernel resets the attempt counter whenever a handshake is started afresh rather than
+// retried (send.c, wg_packet_send_queued_handshake_initiation: `if (!is_retry)
+// peer->timer_handshake_attempts = 0;`). Timers has no such reset: handshake_initiated()
+// does not know whether it is a retry, and only handshake_complete() and stop() clear the
+// count. So once a peer has given up, the next handshake the device starts for new data
+// gets no retransmission at all: its first timer expiry finds attempts > 18 and gives up
+// again.
+TEST_CASE("timers: a fresh handshake after giving up is retransmitted again", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter(0ms);
+  t.handshake_initiated(clock.now);
+  for (int i = 0; i <= wg::kMaxTimerHandshakes; ++i) {
+    clock.advance(wg::kRekeyTimeout);
+    REQUIRE(t.tick(clock.now).send_initiation);
+    t.handshake_initiated(clock.now);
+  }
+  clock.advance(wg::kRekeyTimeout);
+  REQUIRE(t.tick(clock.now).give_up);
+
+  // Later the user sends data; with no session the device starts a new handshake
+  // (not a retry, TimerActions::retry is false for it).
+  clock.advance(1min);
+  t.data_sent(clock.now);
+  t.handshake_initiated(clock.now);
+  clock.advance(wg::kRekeyTimeout);
+  TimerActions a = t.tick(clock.now);
+  CHECK(a.send_initiation);
+  CHECK_FALSE(a.give_up);
+  CHECK(t.handshake_attempts() == 1);
+}
+
+TEST_CASE("timers: handshake_complete disarms the retransmission and resets attempts",
+          "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  t.handshake_initiated(clock.now);
+  for (int i = 0; i < 3; ++i) {
+    clock.advance(wg::kRekeyTimeout + kJitter);
+    REQUIRE(t.tick(clock.now).send_initiation);
+    t.handshake_initiated(clock.now);
+  }
+  REQUIRE(t.handshake_attempts() == 3);
+  t.sent_lastminute_handshake = true;
+
+  clock.advance(1s);
+  t.handshake_complete(clock.now);
+  CHECK(t.handshake_attempts() == 0);
+  CHECK_FALSE(t.sent_lastminute_handshake);
+  CHECK_FALSE(t.next_deadline());
+  CHECK(nothing(t.tick(clock.now + wg::kRekeyTimeout + kJitter)));
+  CHECK(nothing(t.tick(clock.now + 1h)));
+}
+
+// --- new_handshake ---------------------------------------------------------------------------
+
+TEST_CASE("timers: data sent without reply starts a handshake at 15 s + jitter", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  const TimePoint t0 = clock.now;
+  t.data_sent(t0);
+  const TimePoint deadline = t0 + wg::kKeepaliveTimeout + wg::kRekeyTimeout + kJitter;
+  REQUIRE(deadline == t0 + 15s + kJitter);
+  REQUIRE(t.next_deadline() == deadline);
+
+  SECTION("fires at the deadline, not before") {
+    CHECK(nothing(t.tick(deadline - kTick)));
+    TimerActions a = t.tick(deadline);
+    CHECK(a.send_initiation);
+    CHECK_FALSE(a.retry);  // a new handshake, not a retransmission
+    CHECK(a.clear_source);
+    CHECK(t.handshake_attempts() == 0);
+    CHECK_FALSE(t.next_deadline());
+  }
+  SECTION("more data does not push the deadline back") {
+    t.data_sent(t0 + 10s);
+    CHECK(t.next_deadline() == deadline);
+    CHECK(t.tick(deadline).send_initiation);
+  }
+  SECTION("any authenticated packet received cancels it") {
+    t.any_authenticated_packet_received(deadline - kTick);
+    CHECK_FALSE(t.next_deadline());
+    CHECK(nothing(t.tick(deadline)));
+    CHECK(nothing(t.tick(deadline + 1h)));
+  }
+  SECTION("sending more data after a reply re-arms from that moment") {
+    t.any_authenticated_packet_received(t0 + 1s);
+    t.data_sent(t0 + 2s);
+    CHECK(t.next_deadline() == t0 + 2s + 15s + kJitter);
+  }
+}
+
+// --- send_keepalive --------------------------------------------------------------------------
+
+TEST_CASE("timers: data received is answered by a keepalive at 10 s", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  const TimePoint t0 = clock.now;
+  t.data_received(t0);
+  const TimePoint deadline = t0 + wg::kKeepaliveTimeout;
+  REQUIRE(t.next_deadline() == deadline);
+
+  SECTION("fires at the deadline, not before; no jitter") {
+    CHECK(nothing(t.tick(deadline - kTick)));
+    TimerActions a = t.tick(deadline);
+    CHECK(a.send_keepalive);
+    CHECK_FALSE(a.send_initiation);
+    CHECK_FALSE(t.next_deadline());
+  }
+  SECTION("any authenticated packet sent cancels it") {
+    t.any_authenticated_packet_sent(deadline - kTick);
+    CHECK_FALSE(t.next_deadline());
+    CHECK(nothing(t.tick(deadline)));
+  }
+  SECTION("data received while one is pending asks for another keepalive") {
+    t.data_received(t0 + 3s);
+    CHECK(t.need_another_keepalive);
+    CHECK(t.next_deadline() == deadline);  // not pushed back
+
+    TimerActions a = t.tick(deadline);
+    CHECK(a.send_keepalive);
+    CHECK_FALSE(t.need_another_keepalive);
+    // Re-armed for another KEEPALIVE_TIMEOUT from the expiry.
+    const TimePoint again = deadline + wg::kKeepaliveTimeout;
+    REQUIRE(t.next_deadline() == again);
+    CHECK(nothing(t.tick(again - kTick)));
+    CHECK(t.tick(again).send_keepalive);
+    CHECK_FALSE(t.next_deadline());
+  }
+}
+
+// --- zero_key_material -----------------------------------------------------------------------
+
+TEST_CASE("timers: keys are zeroed 540 s after a session is derived", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  const TimePoint t0 = clock.now;
+  t.session_derived(t0);
+  const TimePoint deadline = t0 + 540s;
+  REQUIRE(3 * wg::kRejectAfterTime == 540s);
+  REQUIRE(t.next_deadline() == deadline);
+
+  CHECK(nothing(t.tick(t0 + 539999ms)));
+  CHECK(nothing(t.tick(deadline - kTick)));
+  TimerActions a = t.tick(deadline);
+  CHECK(a.zero_keys);
+  CHECK_FALSE(a.send_initiation);
+  CHECK_FALSE(a.send_keepalive);
+  CHECK_FALSE(t.next_deadline());
+
+  SECTION("a newer session pushes the deadline out") {
+    Timers u = fixed_jitter();
+    u.session_derived(t0);
+    u.session_derived(t0 + 100s);
+    CHECK(nothing(u.tick(deadline)));
+    CHECK(u.tick(t0 + 100s + 540s).zero_keys);
+  }
+}
+
+// --- persistent_keepalive --------------------------------------------------------------------
+
+TEST_CASE("timers: persistent keepalive fires its interval after any traversal", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  t.set_persistent_keepalive(25s);
+  CHECK(t.persistent_keepalive() == 25s);
+  const TimePoint t0 = clock.now;
+  t.any_authenticated_packet_traversal(t0);
+  REQUIRE(t.next_deadline() == t0 + 25s);
+
+  SECTION("fires at the interval, not before") {
+    CHECK(nothing(t.tick(t0 + 25s - kTick)));
+    TimerActions a = t.tick(t0 + 25s);
+    CHECK(a.send_keepalive);
+    CHECK_FALSE(a.send_initiation);
+    CHECK_FALSE(t.next_deadline());
+  }
+  SECTION("each traversal restarts the interval") {
+    t.any_authenticated_packet_traversal(t0 + 20s);
+    CHECK(nothing(t.tick(t0 + 25s)));
+    CHECK(nothing(t.tick(t0 + 45s - kTick)));
+    CHECK(t.tick(t0 + 45s).send_keepalive);
+  }
+}
+
+TEST_CASE("timers: persistent keepalive is off when the interval is 0", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  CHECK(t.persistent_keepalive() == 0s);
+  t.any_authenticated_packet_traversal(clock.now);
+  CHECK_FALSE(t.next_deadline());
+  CHECK(nothing(t.tick(clock.now + 1h)));
+
+  t.set_persistent_keepalive(0s);
+  t.any_authenticated_packet_traversal(clock.now);
+  CHECK_FALSE(t.next_deadline());
+}
+
+// --- next_deadline and stop ------------------------------------------------------------------
+
+TEST_CASE("timers: next_deadline is the earliest armed timer", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  const TimePoint t0 = clock.now;
+  CHECK_FALSE(t.next_deadline());
+
+  t.set_persistent_keepalive(7s);
+  t.session_derived(t0);                // 540 s
+  CHECK(t.next_deadline() == t0 + 540s);
+  t.data_sent(t0);                      // 15.1 s
+  CHECK(t.next_deadline() == t0 + 15s + kJitter);
+  t.data_received(t0);                  // 10 s
+  CHECK(t.next_deadline() == t0 + 10s);
+  t.any_authenticated_packet_traversal(t0);  // 7 s
+  CHECK(t.next_deadline() == t0 + 7s);
+  t.handshake_initiated(t0);            // 5.1 s
+  CHECK(t.next_deadline() == t0 + 5s + kJitter);
+
+  // Walking the clock through them, each expiry reveals the next one.
+  TimerActions a = t.tick(t0 + 5s + kJitter);
+  CHECK(a.send_initiation);
+  CHECK(t.next_deadline() == t0 + 7s);
+  a = t.tick(t0 + 7s);
+  CHECK(a.send_keepalive);
+  CHECK(t.next_deadline() == t0 + 10s);
+  a = t.tick(t0 + 10s);
+  CHECK(a.send_keepalive);
+  CHECK(t.next_deadline() == t0 + 15s + kJitter);
+  a = t.tick(t0 + 15s + kJitter);
+  CHECK(a.send_initiation);
+  CHECK(t.next_deadline() == t0 + 540s);
+  CHECK(t.tick(t0 + 540s).zero_keys);
+  CHECK_FALSE(t.next_deadline());
+}
+
+TEST_CASE("timers: one tick runs every expired timer together", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  const TimePoint t0 = clock.now;
+  t.set_persistent_keepalive(1s);
+  t.handshake_initiated(t0);
+  t.data_received(t0);
+  t.session_derived(t0);
+  t.any_authenticated_packet_traversal(t0);
+  TimerActions a = t.tick(t0 + 1h);
+  CHECK(a.send_initiation);
+  CHECK(a.send_keepalive);
+  CHECK(a.zero_keys);
+  CHECK(t.handshake_attempts() == 1);
+  CHECK_FALSE(t.next_deadline());
+}
+
+TEST_CASE("timers: stop disarms everything", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  const TimePoint t0 = clock.now;
+  t.set_persistent_keepalive(25s);
+  t.handshake_initiated(t0);
+  REQUIRE(t.tick(t0 + 5s + kJitter).send_initiation);
+  t.handshake_initiated(t0 + 5s + kJitter);
+  t.data_sent(t0);
+  t.data_received(t0);
+  t.data_received(t0);  // need_another_keepalive
+  t.session_derived(t0);
+  t.any_authenticated_packet_traversal(t0);
+  t.sent_lastminute_handshake = true;
+  REQUIRE(t.next_deadline());
+
+  t.stop();
+  CHECK_FALSE(t.next_deadline());
+  CHECK(t.handshake_attempts() == 0);
+  CHECK_FALSE(t.need_another_keepalive);
+  CHECK_FALSE(t.sent_lastminute_handshake);
+  CHECK(nothing(t.tick(t0 + 24h)));
+  // The configured interval survives: it is configuration, not a timer.
+  CHECK(t.persistent_keepalive() == 25s);
+}
+
+// --- keypair age and counter rules -----------------------------------------------------------
+
+namespace {
+
+const TimePoint kCreated = TimePoint{} + 1000h;
+
+}  // namespace
+
+TEST_CASE("keypair: rekey_due_on_send after REKEY_AFTER_TIME, initiator only", "[timers]") {
+  wg::Keypair initiator;
+  initiator.initiator = true;
+  initiator.created = kCreated;
+  wg::Keypair responder;
+  responder.initiator = false;
+  responder.created = kCreated;
+
+  CHECK_FALSE(wg::rekey_due_on_send(initiator, 1, kCreated));
+  CHECK_FALSE(wg::rekey_due_on_send(initiator, 1, kCreated + 120s - kTick));
+  CHECK(wg::rekey_due_on_send(initiator, 1, kCreated + 120s + kTick));
+  CHECK(wg::rekey_due_on_send(initiator, 1, kCreated + 179s));
+
+  CHECK_FALSE(wg::rekey_due_on_send(responder, 1, kCreated + 120s + kTick));
+  CHECK_FALSE(wg::rekey_due_on_send(responder, 1, kCreated + 179s));
+}
+
+TEST_CASE("keypair: rekey_due_on_send after REKEY_AFTER_MESSAGES, either side", "[timers]") {
+  REQUIRE(wg::kRekeyAfterMessages == uint64_t{1} << 60);
+  for (bool initiator : {true, false}) {
+    CAPTURE(initiator);
+    wg::Keypair kp;
+    kp.initiator = initiator;
+    kp.created = kCreated;
+    CHECK_FALSE(wg::rekey_due_on_send(kp, wg::kRekeyAfterMessages - 1, kCreated));
+    CHECK_FALSE(wg::rekey_due_on_send(kp, wg::kRekeyAfterMessages, kCreated));
+    CHECK(wg::rekey_due_on_send(kp, wg::kRekeyAfterMessages + 1, kCreated));
+    CHECK(wg::rekey_due_on_send(kp, wg::kRejectAfterMessages, kCreated));
+  }
+}
+
+TEST_CASE("keypair: rekey_due_on_receive after 165 s, initiator only", "[timers]") {
+  REQUIRE(wg::kRejectAfterTime - wg::kKeepaliveTimeout - wg::kRekeyTimeout == 165s);
+  wg::Keypair initiator;
+  initiator.initiator = true;
+  initiator.created = kCreated;
+  wg::Keypair responder;
+  responder.created = kCreated;
+
+  CHECK_FALSE(wg::rekey_due_on_receive(initiator, kCreated));
+  CHECK_FALSE(wg::rekey_due_on_receive(initiator, kCreated + 165s));
+  CHECK(wg::rekey_due_on_receive(initiator, kCreated + 165s + kTick));
+  CHECK(wg::rekey_due_on_receive(initiator, kCreated + 179s));
+
+  CHECK_FALSE(wg::rekey_due_on_receive(responder, kCreated + 165s + kTick));
+  CHECK_FALSE(wg::rekey_due_on_receive(responder, kCreated + 179s));
+}
+
+TEST_CASE("keypair: keypair_can_send until REJECT_AFTER_TIME and REJECT_AFTER_MESSAGES",
+          "[timers]") {
+  REQUIRE(wg::kRejectAfterMessages == ~uint64_t{0} - (uint64_t{1} << 13));
+  for (bool initiator : {true, false}) {
+    CAPTURE(initiator);
+    wg::Keypair kp;
+    kp.initiator = initiator;
+    kp.created = kCreated;
+    CHECK(wg::keypair_can_send(kp, 0, kCreated));
+    CHECK(wg::keypair_can_send(kp, 0, kCreated + 180s - kTick));
+    CHECK_FALSE(wg::keypair_can_send(kp, 0, kCreated + 180s));
+    CHECK_FALSE(wg::keypair_can_send(kp, 0, kCreated + 1h));
+
+    CHECK(wg::keypair_can_send(kp, wg::kRejectAfterMessages - 1, kCreated));
+    CHECK_FALSE(wg::keypair_can_send(kp, wg::kRejectAfterMessages, kCreated));
+    CHECK_FALSE(wg::keypair_can_send(kp, ~uint64_t{0}, kCreated));
+  }
+}
+
+TEST_CASE("keypair: keypair_can_receive until REJECT_AFTER_TIME", "[timers]") {
+  for (bool initiator : {true, false}) {
+    CAPTURE(initiator);
+    wg::Keypair kp;
+    kp.initiator = initiator;
+    kp.created = kCreated;
+    CHECK(wg::keypair_can_receive(kp, kCreated));
+    CHECK(wg::keypair_can_receive(kp, kCreated + 180s - kTick));
+    CHECK_FALSE(wg::keypair_can_receive(kp, kCreated + 180s));
+    CHECK_FALSE(wg::keypair_can_receive(kp, kCreated + 1h));
+  }
+}

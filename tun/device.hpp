@@ -1,0 +1,44 @@
+// tun::Device: the packet device under the WireGuard core (kernel TUN or lwIP netstack).
+// Shaped after wireguard-go's tun.Device: batched reads and writes with `offset` bytes of
+// headroom in front of each packet so the core can encrypt in place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <system_error>
+
+namespace tun {
+
+enum class Event { up, down, mtu_changed };
+
+class Device {
+public:
+  virtual ~Device() = default;
+
+  // Blocks until at least one packet is available, then fills up to bufs.size() packets:
+  // packet i is written at bufs[i].data() + offset, its length stored in sizes[i].
+  // Every buffer must be at least offset + mtu() bytes (offset + 65535 for devices with
+  // offloads). Returns the number of packets. After close(): returns 0 with
+  // errc::operation_canceled. Called from one thread at a time.
+  virtual size_t read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+                      size_t offset, std::error_code& ec) = 0;
+
+  // Writes a batch of packets; packet i is bufs[i].subspan(offset). The device may
+  // modify the bytes in bufs (coalescing writes headers into the headroom). Returns the
+  // number written; packets the device rejects are dropped and counted by it.
+  // Thread-safe.
+  virtual size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset,
+                       std::error_code& ec) = 0;
+
+  // Largest batch read() returns and write() takes at once.
+  virtual size_t batch_size() const = 0;
+  virtual int mtu() const = 0;
+  // Called from the device's own thread on up/down/MTU events; set before use.
+  virtual void set_event_handler(std::function<void(Event)> handler) = 0;
+  // Unblocks read() and releases the device. Idempotent.
+  virtual void close() = 0;
+};
+
+}  // namespace tun

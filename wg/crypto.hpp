@@ -1,0 +1,106 @@
+// Crypto wrappers for WireGuard: typed keys (wiped when dropped, compared in constant
+// time, never formatted), X25519, BLAKE2s hash/MAC/HMAC/HKDF, ChaCha20-Poly1305 with
+// WireGuard's nonce layout, and XChaCha20-Poly1305 for cookies.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace wg {
+
+inline constexpr size_t kKeyLen = 32;
+inline constexpr size_t kHashLen = 32;
+inline constexpr size_t kMacLen = 16;
+inline constexpr size_t kAeadTagLen = 16;
+inline constexpr size_t kXNonceLen = 24;
+
+using Bytes32 = std::array<uint8_t, 32>;
+
+// Wipes memory in a way the compiler cannot elide.
+void secure_wipe(void* p, size_t n);
+// Constant-time equality of two equal-length buffers.
+bool ct_equal(const void* a, const void* b, size_t n);
+void random_bytes(void* p, size_t n);
+
+// A 32-byte key. Tag keeps private, public, preshared and symmetric keys apart.
+// There is deliberately no formatter and no stream operator.
+template <class Tag>
+class Key {
+public:
+  Key() = default;
+  explicit Key(std::span<const uint8_t, kKeyLen> b) { std::copy(b.begin(), b.end(), bytes_.begin()); }
+  Key(const Key&) = default;
+  Key& operator=(const Key&) = default;
+  ~Key() { secure_wipe(bytes_.data(), bytes_.size()); }
+
+  uint8_t* data() { return bytes_.data(); }
+  const uint8_t* data() const { return bytes_.data(); }
+  static constexpr size_t size() { return kKeyLen; }
+  std::span<const uint8_t, kKeyLen> span() const { return bytes_; }
+  bool is_zero() const;  // constant time
+  void clear() { secure_wipe(bytes_.data(), bytes_.size()); }
+
+  friend bool operator==(const Key& a, const Key& b) { return ct_equal(a.data(), b.data(), kKeyLen); }
+
+  std::string to_base64() const;
+  std::string to_hex() const;
+  static std::optional<Key> from_base64(std::string_view s);  // exactly 44 chars
+  static std::optional<Key> from_hex(std::string_view s);     // exactly 64 hex digits
+
+private:
+  std::array<uint8_t, kKeyLen> bytes_{};
+};
+
+struct PrivateTag {};
+struct PublicTag {};
+struct PresharedTag {};
+struct SymmetricTag {};
+using PrivateKey = Key<PrivateTag>;
+using PublicKey = Key<PublicTag>;
+using PresharedKey = Key<PresharedTag>;
+using SymmetricKey = Key<SymmetricTag>;
+
+// Hash of a public key, for unordered containers (public keys are not secret).
+struct PublicKeyHash {
+  size_t operator()(const PublicKey& k) const;
+};
+
+namespace crypto {
+
+// --- X25519 ---
+PrivateKey generate_private_key();  // random, clamped
+PublicKey public_key(const PrivateKey& priv);
+// Returns nullopt when the shared secret is all zero (a low-order point).
+std::optional<SymmetricKey> x25519(const PrivateKey& priv, const PublicKey& pub);
+
+// --- BLAKE2s ---
+void hash(uint8_t out[kHashLen], std::span<const uint8_t> a, std::span<const uint8_t> b = {});
+// Keyed BLAKE2s-128 (WireGuard's MAC).
+void mac(uint8_t out[kMacLen], std::span<const uint8_t> key, std::span<const uint8_t> data);
+// HMAC-BLAKE2s-256.
+void hmac(uint8_t out[kHashLen], std::span<const uint8_t> key, std::span<const uint8_t> data);
+// WireGuard's KDF_n: n = 1..3 outputs of 32 bytes from chaining key and input.
+void kdf(std::span<const uint8_t> ck, std::span<const uint8_t> input, uint8_t* out1,
+         uint8_t* out2 = nullptr, uint8_t* out3 = nullptr);
+
+// --- ChaCha20-Poly1305 (IETF), nonce = 4 zero bytes || 64-bit little-endian counter ---
+// dst must hold src.size() + 16 bytes; dst may equal src.data() (in place).
+void aead_seal(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter,
+               std::span<const uint8_t> src, std::span<const uint8_t> ad);
+// src includes the 16-byte tag; dst gets src.size() - 16 bytes. False on failure.
+bool aead_open(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter,
+               std::span<const uint8_t> src, std::span<const uint8_t> ad);
+
+// --- XChaCha20-Poly1305, 24-byte nonce (cookie replies) ---
+void xaead_seal(uint8_t* dst, const uint8_t key[kKeyLen], const uint8_t nonce[kXNonceLen],
+                std::span<const uint8_t> src, std::span<const uint8_t> ad);
+bool xaead_open(uint8_t* dst, const uint8_t key[kKeyLen], const uint8_t nonce[kXNonceLen],
+                std::span<const uint8_t> src, std::span<const uint8_t> ad);
+
+}  // namespace crypto
+}  // namespace wg

@@ -1,0 +1,436 @@
+// Device lifecycle, configuration, the crypto worker pool and the timer thread.
+// The data path itself is in send.cpp and receive.cpp.
+#include "wg/device.hpp"
+
+#include <algorithm>
+
+#include "wg/log.hpp"
+
+namespace wg {
+
+Peer::Peer(Device& device, const PublicKey& remote_static) : device_(device) {
+  handshake_.remote_static = remote_static;
+  cookies_.init(remote_static);
+}
+
+Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
+    : tun_(tun),
+      bind_(bind),
+      options_(options),
+      batch_(std::min({tun.batch_size(), bind.batch_size(), kMaxBatch})),
+      buffers_(options.buffer_limit) {
+  size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
+  for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] { crypto_worker(); });
+  handshake_thread_ = std::thread([this] { handshake_worker(); });
+  timer_thread_ = std::thread([this] { timer_loop(); });
+  tun_thread_ = std::thread([this] { tun_reader(); });
+}
+
+Device::~Device() { close(); }
+
+void Device::close() {
+  std::call_once(close_once_, [this] {
+    down();
+    closing_ = true;
+    tun_.close();
+    buffers_.close();
+    jobs_cv_.notify_all();
+    jobs_space_cv_.notify_all();
+    hs_cv_.notify_all();
+    poke_timers();
+    if (tun_thread_.joinable()) tun_thread_.join();
+    for (auto& w : workers_) w.join();
+    handshake_thread_.join();
+    timer_thread_.join();
+    // Return what is still queued (peers keep buffers in staged and in-order queues).
+    std::unique_lock lock(config_mu_);
+    for (auto& [key, p] : peers_) {
+      p->removed_ = true;
+      clear_staged(*p);
+    }
+  });
+}
+
+// --- lifecycle ---
+
+std::error_code Device::open_bind_locked() {
+  uint16_t port = 0;
+  uint32_t mark = 0;
+  {
+    std::shared_lock lock(config_mu_);
+    port = listen_port_;
+    mark = fwmark_;
+  }
+  std::error_code ec;
+  uint16_t actual = 0;
+  auto fns = bind_.open(port, actual, ec);
+  if (ec) return ec;
+  if (mark) bind_.set_mark(mark, ec);
+  if (ec) {
+    bind_.close();
+    return ec;
+  }
+  {
+    std::unique_lock lock(config_mu_);
+    listen_port_ = actual;
+  }
+  for (auto& fn : fns) receivers_.emplace_back([this, fn] { bind_receiver(fn); });
+  return {};
+}
+
+void Device::close_bind_locked() {
+  bind_.close();
+  for (auto& t : receivers_) t.join();
+  receivers_.clear();
+}
+
+std::error_code Device::up() {
+  std::lock_guard lock(bind_mu_);
+  if (up_ || closing_) return {};
+  if (auto ec = open_bind_locked()) return ec;
+  up_ = true;
+  // Peers with persistent keepalive announce themselves at once.
+  for (auto& p : peers())
+    if (persistent_keepalive(*p) > 0) send_keepalive(*p);
+  return {};
+}
+
+void Device::down() {
+  std::lock_guard lock(bind_mu_);
+  if (!up_) return;
+  up_ = false;
+  close_bind_locked();
+  for (auto& p : peers()) {
+    std::lock_guard tl(p->timers_mu_);
+    p->timers_.stop();
+  }
+}
+
+// --- configuration ---
+
+void Device::set_private_key(const std::optional<PrivateKey>& key) {
+  std::vector<PeerPtr> renew;
+  {
+    std::unique_lock lock(config_mu_);
+    if ((!key && !identity_) || (key && identity_ && identity_->private_key == *key)) return;
+    if (key) {
+      identity_ = noise::Identity::from_private(*key);
+      // A peer cannot be ourselves.
+      if (auto it = peers_.find(identity_->public_key); it != peers_.end()) {
+        auto self = it->second;
+        lock.unlock();
+        remove_peer(self->public_key());
+        lock.lock();
+      }
+      cookie_checker_.init(identity_->public_key);
+    } else {
+      identity_.reset();
+    }
+    for (auto& [k, p] : peers_) {
+      std::lock_guard hl(p->handshake_mu_);
+      if (identity_) p->handshake_.set_keys(*identity_);
+      else p->handshake_.precomputed_static_static.clear();
+      p->handshake_.clear();
+      renew.push_back(p);
+    }
+  }
+  // Sessions under the old key are void: expire them and handshake again at once.
+  for (auto& p : renew) {
+    bool had_session;
+    {
+      std::lock_guard kl(p->keypairs_mu_);
+      had_session = p->current_ != nullptr;
+    }
+    expire_keypairs(*p);
+    if (had_session && key && up_) send_initiation(*p, false);
+  }
+}
+
+std::optional<PrivateKey> Device::private_key() const {
+  std::shared_lock lock(config_mu_);
+  if (!identity_) return std::nullopt;
+  return identity_->private_key;
+}
+
+std::error_code Device::set_listen_port(uint16_t port) {
+  std::lock_guard lock(bind_mu_);
+  {
+    std::unique_lock cl(config_mu_);
+    if (port == listen_port_ && (port != 0 || !up_)) return {};
+    listen_port_ = port;
+  }
+  if (!up_) return {};
+  close_bind_locked();
+  auto ec = open_bind_locked();
+  if (ec) up_ = false;
+  return ec;
+}
+
+uint16_t Device::listen_port() const {
+  std::shared_lock lock(config_mu_);
+  return listen_port_;
+}
+
+std::error_code Device::set_fwmark(uint32_t mark) {
+  {
+    std::unique_lock lock(config_mu_);
+    fwmark_ = mark;
+  }
+  std::lock_guard lock(bind_mu_);
+  std::error_code ec;
+  if (up_) bind_.set_mark(mark, ec);
+  return ec;
+}
+
+uint32_t Device::fwmark() const {
+  std::shared_lock lock(config_mu_);
+  return fwmark_;
+}
+
+PeerPtr Device::add_peer(const PublicKey& key) {
+  std::unique_lock lock(config_mu_);
+  if (identity_ && identity_->public_key == key) return nullptr;
+  if (auto it = peers_.find(key); it != peers_.end()) return it->second;
+  auto p = std::make_shared<Peer>(*this, key);
+  if (identity_) p->handshake_.set_keys(*identity_);
+  peers_.emplace(key, p);
+  return p;
+}
+
+PeerPtr Device::lookup_peer(const PublicKey& key) const {
+  std::shared_lock lock(config_mu_);
+  auto it = peers_.find(key);
+  return it == peers_.end() ? nullptr : it->second;
+}
+
+PeerPtr Device::peer_for(Peer* raw) const { return raw ? raw->shared_from_this() : nullptr; }
+
+void Device::remove_peer(const PublicKey& key) {
+  PeerPtr p;
+  {
+    std::unique_lock lock(config_mu_);
+    auto it = peers_.find(key);
+    if (it == peers_.end()) return;
+    p = it->second;
+    peers_.erase(it);
+    allowed_ips_.remove_by_peer(p.get());
+  }
+  p->removed_ = true;
+  {
+    std::lock_guard tl(p->timers_mu_);
+    p->timers_.stop();
+  }
+  zero_peer_keys(*p);
+  clear_staged(*p);
+}
+
+void Device::remove_all_peers() {
+  for (auto& p : peers()) remove_peer(p->public_key());
+}
+
+std::vector<PeerPtr> Device::peers() const {
+  std::shared_lock lock(config_mu_);
+  std::vector<PeerPtr> out;
+  out.reserve(peers_.size());
+  for (auto& [k, p] : peers_) out.push_back(p);
+  return out;
+}
+
+void Device::set_preshared_key(Peer& p, const PresharedKey& psk) {
+  std::lock_guard lock(p.handshake_mu_);
+  p.handshake_.preshared_key = psk;
+}
+
+PresharedKey Device::preshared_key(Peer& p) {
+  std::lock_guard lock(p.handshake_mu_);
+  return p.handshake_.preshared_key;
+}
+
+void Device::set_endpoint(Peer& p, const conn::Endpoint& ep) {
+  std::lock_guard lock(p.endpoint_mu_);
+  p.endpoint_ = ep;
+}
+
+void Device::set_persistent_keepalive(Peer& p, uint16_t seconds) {
+  bool turned_on;
+  {
+    std::lock_guard lock(p.timers_mu_);
+    turned_on = p.timers_.persistent_keepalive().count() == 0 && seconds > 0;
+    p.timers_.set_persistent_keepalive(std::chrono::seconds(seconds));
+  }
+  // Like wireguard-go: switching it on while up sends a keepalive at once.
+  if (turned_on && up_) send_keepalive(p);
+}
+
+uint16_t Device::persistent_keepalive(Peer& p) {
+  std::lock_guard lock(p.timers_mu_);
+  return static_cast<uint16_t>(p.timers_.persistent_keepalive().count());
+}
+
+void Device::add_allowed_ip(Peer& p, const IpPrefix& prefix) {
+  std::unique_lock lock(config_mu_);
+  if (p.removed_) return;
+  allowed_ips_.insert(prefix, &p);
+}
+
+void Device::remove_allowed_ip(Peer& p, const IpPrefix& prefix) {
+  std::unique_lock lock(config_mu_);
+  allowed_ips_.remove(prefix, &p);
+}
+
+void Device::clear_allowed_ips(Peer& p) {
+  std::unique_lock lock(config_mu_);
+  allowed_ips_.remove_by_peer(&p);
+}
+
+std::vector<IpPrefix> Device::allowed_ips(Peer& p) const {
+  std::shared_lock lock(config_mu_);
+  std::vector<IpPrefix> out;
+  allowed_ips_.for_each(&p, [&](const IpPrefix& prefix) { out.push_back(prefix); });
+  return out;
+}
+
+// --- keypairs ---
+
+void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator) {
+  auto kp = std::make_shared<Keypair>();
+  kp->send_key = keys.send;
+  kp->receive_key = keys.receive;
+  kp->local_index = keys.local_index;
+  kp->remote_index = keys.remote_index;
+  kp->initiator = initiator;
+  kp->created = Clock::now();
+  kp->peer = &p;
+  index_table_.set_keypair(keys.local_index, kp);
+
+  KeypairPtr drop1, drop2;
+  {
+    std::lock_guard lock(p.keypairs_mu_);
+    if (initiator) {
+      // The initiator may use the new session at once: it holds the responder's proof.
+      if (p.next_) {
+        // An unconfirmed responder session loses; it becomes the fallback.
+        drop1 = std::move(p.current_);
+        p.previous_.swap(p.next_);
+        drop2 = std::move(p.next_);
+      } else {
+        drop1 = std::move(p.previous_);
+        p.previous_ = std::move(p.current_);
+      }
+      p.current_ = kp;
+    } else {
+      // The responder waits for the first transport packet before switching.
+      drop1 = std::move(p.next_);
+      drop2 = std::move(p.previous_);
+      p.next_ = kp;
+    }
+  }
+  for (auto* d : {&drop1, &drop2})
+    if (*d) index_table_.remove((*d)->local_index);
+}
+
+void Device::expire_keypairs(Peer& p) {
+  // Mark them unusable for sending; they still decrypt packets in flight.
+  std::lock_guard lock(p.keypairs_mu_);
+  for (auto* kp : {&p.current_, &p.next_})
+    if (*kp) (*kp)->send_nonce.store(kRejectAfterMessages);
+}
+
+void Device::zero_peer_keys(Peer& p) {
+  {
+    std::lock_guard lock(p.keypairs_mu_);
+    for (auto* kp : {&p.previous_, &p.current_, &p.next_}) {
+      if (*kp) index_table_.remove((*kp)->local_index);
+      kp->reset();
+    }
+  }
+  std::lock_guard hl(p.handshake_mu_);
+  if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
+  p.handshake_.clear();
+}
+
+void Device::clear_staged(Peer& p) {
+  std::lock_guard lock(p.send_mu_);
+  for (auto& s : p.staged_) buffers_.give(s.buf);
+  p.staged_.clear();
+}
+
+// --- crypto workers ---
+
+void Device::submit(Batch* b) {
+  {
+    std::unique_lock lock(jobs_mu_);
+    jobs_space_cv_.wait(lock, [&] { return closing_ || jobs_.size() < jobs_limit_; });
+    jobs_.push_back(b);
+  }
+  jobs_cv_.notify_one();
+}
+
+void Device::crypto_worker() {
+  for (;;) {
+    Batch* b;
+    {
+      std::unique_lock lock(jobs_mu_);
+      jobs_cv_.wait(lock, [&] { return closing_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // closing and drained
+      b = jobs_.front();
+      jobs_.pop_front();
+    }
+    jobs_space_cv_.notify_one();
+    auto peer = b->peer;
+    if (b->kind == Batch::Kind::outbound) {
+      encrypt_batch(*b);
+      flush_outbound(*peer, b);
+    } else {
+      decrypt_batch(*b);
+      flush_inbound(*peer, b);
+    }
+  }
+}
+
+// --- timers ---
+
+void Device::poke_timers() {
+  {
+    std::lock_guard lock(timer_mu_);
+    timer_poked_ = true;
+  }
+  timer_cv_.notify_one();
+}
+
+void Device::timer_loop() {
+  std::unique_lock lock(timer_mu_);
+  while (!closing_) {
+    // Sleep until the earliest deadline of any peer (at most a second, so new
+    // deadlines armed without a poke are never late by more than that).
+    auto now = Clock::now();
+    TimePoint wake = now + 1s;
+    lock.unlock();
+    for (auto& p : peers()) {
+      TimerActions a;
+      {
+        std::lock_guard tl(p->timers_mu_);
+        a = p->timers_.tick(now);
+        if (auto d = p->timers_.next_deadline()) wake = std::min(wake, *d);
+      }
+      if (!a.any() || p->removed_ || !up_) continue;
+      if (a.clear_source) {
+        std::lock_guard el(p->endpoint_mu_);
+        if (p->endpoint_) p->endpoint_->clear_source();
+      }
+      if (a.give_up) {
+        log::event("peer {}: no handshake after {} attempts, giving up until new traffic",
+                   p->public_key().to_base64().substr(0, 8) + "…", kMaxTimerHandshakes + 2);
+        clear_staged(*p);
+      }
+      if (a.zero_keys) zero_peer_keys(*p);
+      if (a.send_initiation) send_initiation(*p, a.retry);
+      if (a.send_keepalive) send_keepalive(*p);
+    }
+    lock.lock();
+    timer_cv_.wait_until(lock, wake, [&] { return timer_poked_ || closing_.load(); });
+    timer_poked_ = false;
+  }
+}
+
+}  // namespace wg

@@ -1,0 +1,181 @@
+// wg::Device: peers, allowed IPs, handshakes, the parallel crypto pipeline and timers,
+// between a tun::Device and a conn::Bind. Configuration methods are thread-safe and may
+// run while traffic flows; uapi.cpp drives them for `wg`.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bind/bind.hpp"
+#include "tun/device.hpp"
+#include "wg/allowed_ips.hpp"
+#include "wg/cookie.hpp"
+#include "wg/index_table.hpp"
+#include "wg/noise.hpp"
+#include "wg/peer.hpp"
+#include "wg/pool.hpp"
+#include "wg/ratelimiter.hpp"
+
+namespace wg {
+
+struct DeviceOptions {
+  size_t workers = 0;                // AEAD worker threads; 0 = one per core
+  size_t buffer_limit = 8192;        // pooled packet buffers (64 KiB each, allocated lazily)
+  size_t handshake_queue = 1024;     // queued handshake messages; 1/8 full = under load
+};
+
+struct DeviceStats {
+  std::atomic<uint64_t> dropped_no_route{0};      // TUN packet with no peer for its destination
+  std::atomic<uint64_t> dropped_invalid{0};       // malformed or unknown datagram
+  std::atomic<uint64_t> dropped_decrypt{0};       // authentication failed
+  std::atomic<uint64_t> dropped_replay{0};
+  std::atomic<uint64_t> dropped_source{0};        // inner source not allowed for the peer
+  std::atomic<uint64_t> dropped_handshake{0};     // handshake queue full, rate-limited or bad
+  std::atomic<uint64_t> handshakes_completed{0};
+  std::atomic<uint64_t> cookie_replies_sent{0};
+};
+
+class Device {
+public:
+  Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options = {});
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // --- lifecycle ---
+  // Opens the bind on the listen port and starts receiving. Idempotent.
+  std::error_code up();
+  // Closes the bind; keys and peers stay. Idempotent.
+  void down();
+  bool is_up() const { return up_.load(); }
+  // Stops every thread and releases the devices; the object is inert afterwards.
+  void close();
+
+  // --- configuration ---
+  void set_private_key(const std::optional<PrivateKey>& key);
+  std::optional<PrivateKey> private_key() const;
+  std::error_code set_listen_port(uint16_t port);   // rebinds if up
+  uint16_t listen_port() const;
+  std::error_code set_fwmark(uint32_t mark);
+  uint32_t fwmark() const;
+
+  PeerPtr add_peer(const PublicKey& key);           // existing peer if present; null if it is our own key
+  PeerPtr lookup_peer(const PublicKey& key) const;
+  void remove_peer(const PublicKey& key);
+  void remove_all_peers();
+  std::vector<PeerPtr> peers() const;
+
+  void set_preshared_key(Peer& p, const PresharedKey& psk);
+  PresharedKey preshared_key(Peer& p);
+  void set_endpoint(Peer& p, const conn::Endpoint& ep);
+  void set_persistent_keepalive(Peer& p, uint16_t seconds);
+  uint16_t persistent_keepalive(Peer& p);
+  void add_allowed_ip(Peer& p, const IpPrefix& prefix);
+  void remove_allowed_ip(Peer& p, const IpPrefix& prefix);
+  void clear_allowed_ips(Peer& p);
+  std::vector<IpPrefix> allowed_ips(Peer& p) const;
+
+  const DeviceStats& stats() const { return stats_; }
+  size_t batch_size() const { return batch_; }
+  const BufferPool& buffers() const { return buffers_; }
+
+  // --- used by peers and the pipeline (send.cpp, receive.cpp) ---
+  void send_initiation(Peer& p, bool retry);
+  void send_keepalive(Peer& p);
+
+private:
+  friend class Peer;
+  struct Job {
+    Batch* batch;
+  };
+  struct HandshakeJob {
+    uint8_t data[kInitiationSize];
+    size_t size;
+    conn::Endpoint from;
+  };
+
+  // send.cpp
+  void tun_reader();
+  void stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n);
+  void send_staged(Peer& p);
+  void encrypt_batch(Batch& b);
+  void flush_outbound(Peer& p, Batch* done);
+  void send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams);
+  // receive.cpp
+  void bind_receiver(conn::ReceiveFn receive);
+  void decrypt_batch(Batch& b);
+  void flush_inbound(Peer& p, Batch* done);
+  void handshake_worker();
+  void handle_handshake(HandshakeJob& job, bool under_load);
+  void consume_initiation_message(HandshakeJob& job);
+  void consume_response_message(HandshakeJob& job);
+  void consume_cookie_reply(HandshakeJob& job);
+  // device.cpp
+  void crypto_worker();
+  void submit(Batch* b);
+  void timer_loop();
+  void poke_timers();
+  void install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator);
+  void expire_keypairs(Peer& p);
+  void zero_peer_keys(Peer& p);
+  void clear_staged(Peer& p);
+  std::error_code open_bind_locked();
+  void close_bind_locked();
+  PeerPtr peer_for(Peer* raw) const;
+
+  tun::Device& tun_;
+  conn::Bind& bind_;
+  const DeviceOptions options_;
+  const size_t batch_;
+  DeviceStats stats_;
+
+  // --- guarded by config_mu_ (shared for lookups on the data path) ---
+  mutable std::shared_mutex config_mu_;
+  std::optional<noise::Identity> identity_;
+  std::unordered_map<PublicKey, PeerPtr, PublicKeyHash> peers_;
+  AllowedIps<Peer*> allowed_ips_;
+  uint16_t listen_port_ = 0;
+  uint32_t fwmark_ = 0;
+
+  CookieChecker cookie_checker_;
+  RateLimiter rate_limiter_;
+  IndexTable index_table_;
+  BufferPool buffers_;
+  BatchPool batches_;
+
+  // --- bind state, guarded by bind_mu_ ---
+  std::mutex bind_mu_;
+  std::vector<std::thread> receivers_;
+  std::atomic<bool> up_{false};
+
+  // --- crypto jobs ---
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_, jobs_space_cv_;
+  std::deque<Batch*> jobs_;
+  size_t jobs_limit_ = 1024;
+
+  // --- handshake jobs ---
+  std::mutex hs_mu_;
+  std::condition_variable hs_cv_;
+  std::deque<HandshakeJob> hs_jobs_;
+
+  // --- timers ---
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool timer_poked_ = false;
+
+  std::atomic<bool> closing_{false};
+  std::thread tun_thread_;
+  std::thread handshake_thread_;
+  std::thread timer_thread_;
+  std::vector<std::thread> workers_;
+  std::once_flag close_once_;
+};
+
+}  // namespace wg

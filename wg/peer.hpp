@@ -1,0 +1,81 @@
+// A WireGuard peer: its handshake, keypairs, endpoint, timers, staged packets and the
+// two in-order queues that keep its packets sequential while crypto runs in parallel.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "bind/bind.hpp"
+#include "wg/cookie.hpp"
+#include "wg/keypair.hpp"
+#include "wg/noise.hpp"
+#include "wg/pool.hpp"
+#include "wg/timers.hpp"
+
+namespace wg {
+
+class Device;
+
+inline constexpr size_t kMaxStagedPackets = 256;
+
+struct PeerStats {
+  std::atomic<uint64_t> tx_bytes{0};
+  std::atomic<uint64_t> rx_bytes{0};
+  // Wall-clock time of the last completed handshake, in ns since the epoch (0 = never).
+  std::atomic<int64_t> last_handshake_ns{0};
+};
+
+class Peer : public std::enable_shared_from_this<Peer> {
+public:
+  Peer(Device& device, const PublicKey& remote_static);
+
+  const PublicKey& public_key() const { return handshake_.remote_static; }
+  Device& device() const { return device_; }
+
+  // --- guarded by handshake_mu_ ---
+  std::mutex handshake_mu_;
+  noise::Handshake handshake_;
+  std::optional<TimePoint> last_sent_handshake_;
+
+  // --- guarded by keypairs_mu_ ---
+  mutable std::mutex keypairs_mu_;
+  KeypairPtr previous_, current_, next_;
+
+  // --- guarded by endpoint_mu_ ---
+  mutable std::mutex endpoint_mu_;
+  std::optional<conn::Endpoint> endpoint_;
+
+  // --- guarded by timers_mu_ ---
+  std::mutex timers_mu_;
+  Timers timers_;
+
+  CookieGenerator cookies_;
+  PeerStats stats_;
+
+  // --- guarded by send_mu_: staged plaintext and nonce order ---
+  std::mutex send_mu_;
+  struct Staged {
+    uint8_t* buf;
+    size_t size;  // plaintext at buf + kHeadroom
+  };
+  std::deque<Staged> staged_;
+
+  // --- in-order queues, guarded by queue_mu_ ---
+  std::mutex queue_mu_;
+  std::deque<Batch*> outbound_;
+  std::deque<Batch*> inbound_;
+  bool flushing_out_ = false;
+  bool flushing_in_ = false;
+
+  std::atomic<bool> removed_{false};
+
+private:
+  Device& device_;
+};
+
+using PeerPtr = std::shared_ptr<Peer>;
+
+}  // namespace wg

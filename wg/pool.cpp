@@ -1,0 +1,70 @@
+// Buffer and batch pools.
+#include "wg/pool.hpp"
+
+namespace wg {
+
+size_t BufferPool::take_locked(uint8_t** out, size_t n) {
+  size_t got = 0;
+  while (got < n && !free_.empty()) {
+    out[got++] = free_.back();
+    free_.pop_back();
+  }
+  while (got < n && storage_.size() < limit_) {
+    storage_.push_back(std::make_unique<uint8_t[]>(kBufferSize));
+    out[got++] = storage_.back().get();
+  }
+  return got;
+}
+
+size_t BufferPool::take(uint8_t** out, size_t n) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return closed_ || !free_.empty() || storage_.size() < limit_; });
+  if (closed_) return 0;
+  return take_locked(out, n);
+}
+
+size_t BufferPool::try_take(uint8_t** out, size_t n) {
+  std::lock_guard lock(mu_);
+  return take_locked(out, n);
+}
+
+void BufferPool::give(uint8_t* const* bufs, size_t n) {
+  if (n == 0) return;
+  {
+    std::lock_guard lock(mu_);
+    free_.insert(free_.end(), bufs, bufs + n);
+  }
+  cv_.notify_all();
+}
+
+void BufferPool::close() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+size_t BufferPool::allocated() const {
+  std::lock_guard lock(mu_);
+  return storage_.size();
+}
+
+Batch* BatchPool::take() {
+  std::lock_guard lock(mu_);
+  if (free_.empty()) {
+    storage_.push_back(std::make_unique<Batch>());
+    return storage_.back().get();
+  }
+  Batch* b = free_.back();
+  free_.pop_back();
+  return b;
+}
+
+void BatchPool::give(Batch* b) {
+  b->reset();
+  std::lock_guard lock(mu_);
+  free_.push_back(b);
+}
+
+}  // namespace wg

@@ -1,0 +1,434 @@
+// The inbound data path and handshake processing.
+//
+// Inbound flow:
+//  1. bind_receiver reads a batch of datagrams and their senders into pooled buffers.
+//  2. Each is classified by type and exact length. Handshake messages are copied to the
+//     handshake queue (handshake_worker); transport packets are looked up by receiver
+//     index to their keypair and grouped into one batch per keypair.
+//  3. Each batch enters its peer's inbound queue (order) and the crypto job queue.
+//  4. A worker decrypts the batch in place (decrypt_batch).
+//  5. flush_inbound, in order per peer: replay window, session confirmation, timers,
+//     roaming, inner source against allowed IPs, then one batched write to the device.
+#include <cstring>
+
+#include "wg/device.hpp"
+#include "wg/log.hpp"
+
+namespace wg {
+namespace {
+
+std::string peer_name(const Peer& p) {
+  // Public keys are not secret; a prefix is enough to tell peers apart in logs.
+  return "peer(" + p.public_key().to_base64().substr(0, 8) + "…)";
+}
+
+std::optional<IpAddress> endpoint_ip(const conn::Endpoint& ep) {
+  if (ep.family == 4) return IpAddress::v4(ep.addr.data());
+  if (ep.family == 6) return IpAddress::v6(ep.addr.data());
+  return std::nullopt;
+}
+
+// Length of the IP packet at the front of a decrypted payload (padding removed), or 0
+// if it is not a well-formed IPv4/IPv6 header.
+size_t inner_packet_length(const uint8_t* p, size_t n) {
+  if (n >= 20 && (p[0] >> 4) == 4) {
+    size_t total = (size_t{p[2]} << 8) | p[3];
+    return total >= 20 && total <= n ? total : 0;
+  }
+  if (n >= 40 && (p[0] >> 4) == 6) {
+    size_t total = ((size_t{p[4]} << 8) | p[5]) + 40;
+    return total <= n ? total : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// 1-3. Receive, classify, group.
+void Device::bind_receiver(conn::ReceiveFn receive) {
+  std::array<uint8_t*, kMaxBatch> bufs{};
+  std::array<std::span<uint8_t>, kMaxBatch> spans;
+  std::array<size_t, kMaxBatch> sizes{};
+  std::array<conn::Endpoint, kMaxBatch> eps;
+  if (buffers_.take(bufs.data(), batch_) < batch_) return;  // take() gives all or blocks
+  size_t have = batch_;
+
+  for (;;) {
+    for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize};
+    std::error_code ec;
+    size_t n = receive(std::span(spans.data(), have), std::span(sizes.data(), have),
+                       std::span(eps.data(), have), ec);
+    if (ec) {
+      if (ec == std::errc::operation_canceled || closing_) break;
+      log::verbose("receive: {}", ec.message());
+      continue;
+    }
+
+    // Batches being built in this pass, one per keypair (usually one in all).
+    std::array<Batch*, 8> open{};
+    size_t open_n = 0;
+    std::optional<IndexTable::Entry> last;
+    uint32_t last_index = 0;
+    size_t kept = 0;
+
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t* d = bufs[i];
+      auto type = classify_message(d, sizes[i]);
+      if (!type) {
+        stats_.dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+        bufs[kept++] = d;
+        continue;
+      }
+      if (*type != MessageType::transport) {
+        {
+          std::lock_guard lock(hs_mu_);
+          if (hs_jobs_.size() < options_.handshake_queue) {
+            auto& job = hs_jobs_.emplace_back();
+            std::memcpy(job.data, d, sizes[i]);
+            job.size = sizes[i];
+            job.from = eps[i];
+          } else {
+            stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+        hs_cv_.notify_one();
+        bufs[kept++] = d;
+        continue;
+      }
+      auto h = load_message<MessageTransportHeader>(d);
+      if (!last || h.receiver != last_index) {
+        last = index_table_.lookup(h.receiver);
+        last_index = h.receiver;
+      }
+      if (!last || !last->keypair) {
+        stats_.dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+        bufs[kept++] = d;
+        continue;
+      }
+      Batch* b = nullptr;
+      for (size_t k = 0; k < open_n; ++k)
+        if (open[k]->keypair == last->keypair && open[k]->count < kMaxBatch) b = open[k];
+      if (!b) {
+        if (open_n == open.size()) {  // many keypairs in one read: ship the oldest
+          Batch* full = open[0];
+          std::memmove(open.data(), open.data() + 1, (open_n - 1) * sizeof(Batch*));
+          --open_n;
+          {
+            std::lock_guard ql(full->peer->queue_mu_);
+            full->peer->inbound_.push_back(full);
+          }
+          submit(full);
+        }
+        b = open[open_n++] = batches_.take();
+        b->kind = Batch::Kind::inbound;
+        b->peer = last->peer;
+        b->keypair = last->keypair;
+      }
+      b->bufs[b->count] = d;
+      b->sizes[b->count] = sizes[i];
+      b->counters[b->count] = h.counter;
+      b->sources[b->count++] = eps[i];
+    }
+    for (size_t k = 0; k < open_n; ++k) {
+      {
+        std::lock_guard ql(open[k]->peer->queue_mu_);
+        open[k]->peer->inbound_.push_back(open[k]);
+      }
+      submit(open[k]);
+    }
+    // Unused buffers of this pass stay; refill the ones handed on.
+    for (size_t i = n; i < have; ++i) bufs[kept++] = bufs[i];
+    while (kept < batch_) {
+      size_t got = buffers_.take(bufs.data() + kept, batch_ - kept);
+      if (got == 0) break;  // closing
+      kept += got;
+    }
+    have = kept;
+    if (have < batch_) break;
+  }
+  buffers_.give(bufs.data(), have);
+}
+
+// 4. Decrypt in place; sizes become plaintext sizes.
+void Device::decrypt_batch(Batch& b) {
+  const Keypair& kp = *b.keypair;
+  const bool fresh = keypair_can_receive(kp, Clock::now());
+  for (size_t i = 0; i < b.count; ++i) {
+    uint8_t* d = b.bufs[i];
+    size_t n = b.sizes[i];
+    b.ok[i] = fresh && crypto::aead_open(d + kHeadroom, kp.receive_key.data(), b.counters[i],
+                                         std::span<const uint8_t>(d + kHeadroom, n - kHeadroom), {});
+    b.sizes[i] = n - kHeadroom - kAeadTagLen;
+  }
+}
+
+// 5. In order per peer.
+void Device::flush_inbound(Peer& p, Batch* done) {
+  std::unique_lock lock(p.queue_mu_);
+  done->done = true;
+  if (p.flushing_in_) return;
+  p.flushing_in_ = true;
+  while (!p.inbound_.empty() && p.inbound_.front()->done) {
+    Batch* b = p.inbound_.front();
+    p.inbound_.pop_front();
+    lock.unlock();
+
+    Keypair& kp = *b->keypair;
+    std::array<std::span<uint8_t>, kMaxBatch> out;
+    size_t m = 0;
+    bool authenticated = false, data = false;
+    uint64_t bytes = 0;
+    const conn::Endpoint* source = nullptr;
+    {
+      std::shared_lock cl(config_mu_);
+      for (size_t i = 0; i < b->count; ++i) {
+        if (!b->ok[i]) {
+          stats_.dropped_decrypt.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        if (!kp.replay.validate(b->counters[i], kRejectAfterMessages)) {
+          stats_.dropped_replay.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        authenticated = true;
+        source = &b->sources[i];
+        bytes += b->sizes[i] + kTransportMinSize;
+        if (b->sizes[i] == 0) continue;  // keepalive
+        const uint8_t* pkt = b->bufs[i] + kHeadroom;
+        size_t len = inner_packet_length(pkt, b->sizes[i]);
+        auto src = len ? packet_source(pkt, len) : std::nullopt;
+        if (!src) {
+          stats_.dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        if (allowed_ips_.lookup(*src) != &p) {
+          stats_.dropped_source.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        out[m++] = {b->bufs[i], kHeadroom + len};
+        data = true;
+      }
+    }
+
+    if (authenticated && !p.removed_) {
+      auto now = Clock::now();
+      p.stats_.rx_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      // The responder's new session is confirmed by its first packet.
+      bool confirmed = false;
+      {
+        std::lock_guard kl(p.keypairs_mu_);
+        if (p.next_ == b->keypair) {
+          KeypairPtr old = std::move(p.previous_);
+          p.previous_ = std::move(p.current_);
+          p.current_ = std::move(p.next_);
+          if (old) index_table_.remove(old->local_index);
+          confirmed = true;
+        }
+      }
+      {
+        std::lock_guard el(p.endpoint_mu_);
+        p.endpoint_ = *source;  // roaming: reply where authenticated traffic came from
+      }
+      bool rekey = false;
+      {
+        std::lock_guard tl(p.timers_mu_);
+        if (confirmed) p.timers_.handshake_complete(now);
+        p.timers_.any_authenticated_packet_received(now);
+        p.timers_.any_authenticated_packet_traversal(now);
+        if (data) p.timers_.data_received(now);
+        if (rekey_due_on_receive(kp, now) && !p.timers_.sent_lastminute_handshake) {
+          p.timers_.sent_lastminute_handshake = true;
+          rekey = true;
+        }
+      }
+      if (confirmed) {
+        p.stats_.last_handshake_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::system_clock::now().time_since_epoch()).count());
+        stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
+        log::event("{}: handshake completed (responder)", peer_name(p));
+        send_staged(p);
+      }
+      if (rekey) send_initiation(p, false);
+      poke_timers();
+    }
+    if (m > 0) {
+      std::error_code ec;
+      tun_.write(std::span(out.data(), m), kHeadroom, ec);
+      if (ec) log::verbose("tun write: {}", ec.message());
+    }
+    buffers_.give(b->bufs.data(), b->count);
+    batches_.give(b);
+    lock.lock();
+  }
+  p.flushing_in_ = false;
+}
+
+// --- handshakes ---
+
+void Device::handshake_worker() {
+  for (;;) {
+    HandshakeJob job;
+    bool under_load;
+    {
+      std::unique_lock lock(hs_mu_);
+      hs_cv_.wait(lock, [&] { return closing_ || !hs_jobs_.empty(); });
+      if (closing_) return;
+      under_load = hs_jobs_.size() >= options_.handshake_queue / 8;
+      job = hs_jobs_.front();
+      hs_jobs_.pop_front();
+    }
+    handle_handshake(job, under_load);
+  }
+}
+
+void Device::handle_handshake(HandshakeJob& job, bool under_load) {
+  auto type = classify_message(job.data, job.size);
+  if (!type) return;
+  if (*type == MessageType::cookie_reply) {
+    consume_cookie_reply(job);
+    return;
+  }
+  {
+    std::shared_lock lock(config_mu_);
+    if (!identity_) return;
+  }
+  std::span<const uint8_t> msg(job.data, job.size);
+  if (!cookie_checker_.check_mac1(msg)) {
+    stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (under_load) {
+    auto now = Clock::now();
+    uint8_t src[18];
+    size_t src_len = job.from.destination_bytes(src);
+    if (!cookie_checker_.check_mac2(msg, std::span<const uint8_t>(src, src_len), now)) {
+      uint32_t sender;
+      std::memcpy(&sender, job.data + 4, 4);
+      auto reply = cookie_checker_.create_reply(msg, sender, std::span<const uint8_t>(src, src_len), now);
+      std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&reply), sizeof reply);
+      std::error_code ec;
+      bind_.send(std::span(&d, 1), job.from, ec);
+      stats_.cookie_replies_sent.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    auto ip = endpoint_ip(job.from);
+    if (!ip || !rate_limiter_.allow(*ip, now)) {
+      stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  if (*type == MessageType::initiation) consume_initiation_message(job);
+  else consume_response_message(job);
+}
+
+void Device::consume_initiation_message(HandshakeJob& job) {
+  auto msg = load_message<MessageInitiation>(job.data);
+  std::optional<noise::Identity> id;
+  {
+    std::shared_lock lock(config_mu_);
+    id = identity_;
+  }
+  if (!id || !up_) return;
+  auto in = noise::consume_initiation(msg, *id);
+  if (!in) {
+    stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  PeerPtr p = lookup_peer(in->remote_static);
+  if (!p) {
+    stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto now = Clock::now();
+  MessageResponse resp;
+  std::optional<noise::SessionKeys> keys;
+  {
+    std::lock_guard hl(p->handshake_mu_);
+    if (noise::accept_initiation(p->handshake_, *in, now) != noise::AcceptResult::accepted) {
+      stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (p->handshake_.local_index) index_table_.remove(p->handshake_.local_index);
+    uint32_t idx = index_table_.new_index(p);
+    if (!noise::create_response(p->handshake_, crypto::generate_private_key(), idx, resp)) {
+      index_table_.remove(idx);
+      p->handshake_.clear();
+      return;
+    }
+    keys = noise::derive_session(p->handshake_);
+  }
+  p->stats_.rx_bytes.fetch_add(job.size, std::memory_order_relaxed);
+  {
+    std::lock_guard el(p->endpoint_mu_);
+    p->endpoint_ = job.from;
+  }
+  install_keypair(*p, *keys, false);
+  p->cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&resp), sizeof resp), now);
+  std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&resp), sizeof resp);
+  send_to_peer(*p, std::span(&d, 1));
+  p->stats_.tx_bytes.fetch_add(sizeof resp, std::memory_order_relaxed);
+  {
+    std::lock_guard tl(p->timers_mu_);
+    p->timers_.any_authenticated_packet_received(now);
+    p->timers_.any_authenticated_packet_traversal(now);
+    p->timers_.session_derived(now);
+    p->timers_.any_authenticated_packet_sent(now);
+  }
+  poke_timers();
+}
+
+void Device::consume_response_message(HandshakeJob& job) {
+  auto msg = load_message<MessageResponse>(job.data);
+  auto entry = index_table_.lookup(msg.receiver);
+  if (!entry || entry->keypair) {
+    stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  PeerPtr p = entry->peer;
+  std::optional<noise::Identity> id;
+  {
+    std::shared_lock lock(config_mu_);
+    id = identity_;
+  }
+  if (!id || !up_) return;
+  std::optional<noise::SessionKeys> keys;
+  {
+    std::lock_guard hl(p->handshake_mu_);
+    if (!noise::consume_response(p->handshake_, *id, msg)) {
+      stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    keys = noise::derive_session(p->handshake_);
+  }
+  auto now = Clock::now();
+  p->stats_.rx_bytes.fetch_add(job.size, std::memory_order_relaxed);
+  {
+    std::lock_guard el(p->endpoint_mu_);
+    p->endpoint_ = job.from;
+  }
+  install_keypair(*p, *keys, true);
+  {
+    std::lock_guard tl(p->timers_mu_);
+    p->timers_.any_authenticated_packet_received(now);
+    p->timers_.any_authenticated_packet_traversal(now);
+    p->timers_.handshake_complete(now);
+    p->timers_.session_derived(now);
+  }
+  p->stats_.last_handshake_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count());
+  stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
+  log::event("{}: handshake completed (initiator)", peer_name(*p));
+  // Confirm the session to the responder: staged data, or a keepalive.
+  send_keepalive(*p);
+  poke_timers();
+}
+
+void Device::consume_cookie_reply(HandshakeJob& job) {
+  auto msg = load_message<MessageCookieReply>(job.data);
+  auto entry = index_table_.lookup(msg.receiver);
+  if (!entry) return;
+  if (!entry->peer->cookies_.consume_reply(msg, Clock::now()))
+    stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace wg

@@ -1,0 +1,274 @@
+// The outbound data path.
+//
+// Outbound flow:
+//  1. tun_reader reads a batch of plaintext packets from the tun::Device into pooled
+//     buffers, kHeadroom bytes in, so the transport header can be prepended in place.
+//  2. Each packet is routed by its destination through the allowed-IPs trie to a peer.
+//  3. stage_packets appends them to the peer's staged queue; send_staged takes the
+//     current keypair (or asks for a handshake), assigns nonces in order and cuts batches.
+//  4. Each batch enters the peer's outbound queue (order) and the crypto job queue.
+//  5. A worker encrypts the batch in place (encrypt_batch).
+//  6. flush_outbound sends finished batches from the head of the peer's queue, in
+//     order, through the Bind, and runs the timer hooks.
+#include <cstring>
+
+#include "wg/device.hpp"
+#include "wg/log.hpp"
+
+namespace wg {
+
+// 1-2. Read and route.
+void Device::tun_reader() {
+  std::array<uint8_t*, kMaxBatch> bufs{};
+  std::array<std::span<uint8_t>, kMaxBatch> spans;
+  std::array<size_t, kMaxBatch> sizes{};
+  std::array<PeerPtr, kMaxBatch> route;
+  size_t have = 0;
+
+  while (!closing_) {
+    while (have < batch_) {
+      size_t got = buffers_.take(bufs.data() + have, batch_ - have);
+      if (got == 0) break;  // closing
+      have += got;
+    }
+    if (have < batch_) break;
+    for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
+
+    std::error_code ec;
+    size_t n = tun_.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
+    if (ec) {
+      if (ec == std::errc::operation_canceled || closing_) break;
+      log::error("tun read: {}", ec.message());
+      continue;
+    }
+
+    {
+      std::shared_lock lock(config_mu_);
+      for (size_t i = 0; i < n; ++i) {
+        const uint8_t* pkt = bufs[i] + kHeadroom;
+        auto dst = packet_destination(pkt, sizes[i]);
+        Peer* p = dst ? allowed_ips_.lookup(*dst) : nullptr;
+        route[i] = peer_for(p);
+        if (!p) stats_.dropped_no_route.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+
+    // Hand each peer its packets in read order; the buffers become the peer's.
+    size_t kept = 0;
+    std::array<uint8_t*, kMaxBatch> group;
+    std::array<size_t, kMaxBatch> group_sizes;
+    for (size_t i = 0; i < n; ++i) {
+      if (!route[i]) {
+        bufs[kept++] = bufs[i];  // reuse
+        continue;
+      }
+      PeerPtr peer = std::move(route[i]);
+      size_t g = 0;
+      for (size_t j = i; j < n; ++j) {
+        if (route[j] != peer) continue;
+        group[g] = bufs[j];
+        group_sizes[g++] = sizes[j];
+        if (j != i) route[j].reset();
+      }
+      stage_packets(*peer, group.data(), group_sizes.data(), g);
+    }
+    for (size_t i = n; i < have; ++i) bufs[kept++] = bufs[i];
+    have = kept;
+  }
+  buffers_.give(bufs.data(), have);
+}
+
+// 3. Stage, then send what a session allows.
+void Device::stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n) {
+  {
+    std::lock_guard lock(p.send_mu_);
+    for (size_t i = 0; i < n; ++i) {
+      if (p.staged_.size() >= kMaxStagedPackets) {
+        buffers_.give(p.staged_.front().buf);
+        p.staged_.pop_front();
+      }
+      p.staged_.push_back({bufs[i], sizes[i]});
+    }
+  }
+  send_staged(p);
+}
+
+void Device::send_keepalive(Peer& p) {
+  {
+    std::lock_guard lock(p.send_mu_);
+    if (p.staged_.empty()) {
+      uint8_t* buf;
+      if (buffers_.try_take(&buf, 1) == 1) p.staged_.push_back({buf, 0});
+    }
+  }
+  send_staged(p);
+}
+
+void Device::send_staged(Peer& p) {
+  if (!up_ || p.removed_) return;
+  KeypairPtr kp;
+  {
+    std::lock_guard lock(p.keypairs_mu_);
+    kp = p.current_;
+  }
+  auto now = Clock::now();
+  bool need_handshake = false;
+  uint64_t last_nonce = 0;
+  {
+    std::lock_guard lock(p.send_mu_);
+    if (p.staged_.empty()) return;
+    if (!kp || !keypair_can_send(*kp, kp->send_nonce.load(), now)) {
+      need_handshake = true;
+    } else {
+      PeerPtr self = p.shared_from_this();
+      while (!p.staged_.empty()) {
+        Batch* b = batches_.take();
+        b->kind = Batch::Kind::outbound;
+        b->peer = self;
+        b->keypair = kp;
+        while (b->count < batch_ && !p.staged_.empty()) {
+          uint64_t nonce = kp->send_nonce.fetch_add(1);
+          if (nonce >= kRejectAfterMessages) {
+            kp->send_nonce.store(kRejectAfterMessages);
+            need_handshake = true;
+            break;
+          }
+          auto s = p.staged_.front();
+          p.staged_.pop_front();
+          b->bufs[b->count] = s.buf;
+          b->sizes[b->count] = s.size;
+          b->counters[b->count++] = nonce;
+          last_nonce = nonce;
+        }
+        if (b->count == 0) {
+          batches_.give(b);
+          break;
+        }
+        // 4. Order first, then parallel crypto.
+        {
+          std::lock_guard ql(p.queue_mu_);
+          p.outbound_.push_back(b);
+        }
+        submit(b);
+        if (need_handshake) break;
+      }
+    }
+  }
+  if (!need_handshake && kp && rekey_due_on_send(*kp, last_nonce, now)) need_handshake = true;
+  if (need_handshake) send_initiation(p, false);
+}
+
+// 5. Encrypt in place: header in the headroom, zero padding to a multiple of 16 (but
+// not past the MTU), tag after. b.ok[i] records whether the packet carried data.
+void Device::encrypt_batch(Batch& b) {
+  const size_t mtu = static_cast<size_t>(tun_.mtu());
+  const Keypair& kp = *b.keypair;
+  for (size_t i = 0; i < b.count; ++i) {
+    uint8_t* buf = b.bufs[i];
+    size_t len = b.sizes[i];
+    size_t padded = (len + kTransportPadding - 1) & ~(kTransportPadding - 1);
+    if (padded > mtu) padded = std::max(mtu, len);
+    std::memset(buf + kHeadroom + len, 0, padded - len);
+    MessageTransportHeader h{static_cast<uint32_t>(MessageType::transport), kp.remote_index,
+                             b.counters[i]};
+    std::memcpy(buf, &h, sizeof h);
+    crypto::aead_seal(buf + kHeadroom, kp.send_key.data(), b.counters[i],
+                      std::span<const uint8_t>(buf + kHeadroom, padded), {});
+    b.ok[i] = len > 0;
+    b.sizes[i] = kHeadroom + padded + kAeadTagLen;
+  }
+}
+
+// 6. Send in order. Whoever completes the head batch sends it and everything finished
+// behind it; a worker that finds a flush under way leaves its batch to that flusher.
+void Device::flush_outbound(Peer& p, Batch* done) {
+  std::unique_lock lock(p.queue_mu_);
+  done->done = true;
+  if (p.flushing_out_) return;
+  p.flushing_out_ = true;
+  while (!p.outbound_.empty() && p.outbound_.front()->done) {
+    Batch* b = p.outbound_.front();
+    p.outbound_.pop_front();
+    lock.unlock();
+
+    std::array<std::span<const uint8_t>, kMaxBatch> dgrams;
+    bool data = false;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < b->count; ++i) {
+      dgrams[i] = {b->bufs[i], b->sizes[i]};
+      data |= b->ok[i];
+      bytes += b->sizes[i];
+    }
+    if (!p.removed_) {
+      send_to_peer(p, std::span(dgrams.data(), b->count));
+      p.stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      auto now = Clock::now();
+      std::lock_guard tl(p.timers_mu_);
+      p.timers_.any_authenticated_packet_sent(now);
+      p.timers_.any_authenticated_packet_traversal(now);
+      if (data) p.timers_.data_sent(now);
+    }
+    buffers_.give(b->bufs.data(), b->count);
+    batches_.give(b);
+    lock.lock();
+  }
+  p.flushing_out_ = false;
+}
+
+void Device::send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams) {
+  std::optional<conn::Endpoint> ep;
+  {
+    std::lock_guard lock(p.endpoint_mu_);
+    ep = p.endpoint_;
+  }
+  if (!ep) return;  // no endpoint yet: the peer must reach us first
+  bool had_source = ep->has_source;
+  std::error_code ec;
+  bind_.send(datagrams, *ep, ec);
+  if (ec) log::verbose("send to {}: {}", ep->to_string(), ec.message());
+  if (had_source && !ep->has_source) {
+    // The bind found the sticky source invalid and cleared it: remember that.
+    std::lock_guard lock(p.endpoint_mu_);
+    if (p.endpoint_ && p.endpoint_->same_destination(*ep)) p.endpoint_->clear_source();
+  }
+}
+
+// Handshake initiation: at most one per REKEY_TIMEOUT, counted for the retry limit.
+void Device::send_initiation(Peer& p, bool retry) {
+  if (!up_ || p.removed_) return;
+  auto now = Clock::now();
+  MessageInitiation msg;
+  {
+    std::lock_guard hl(p.handshake_mu_);
+    if (p.last_sent_handshake_ && now - *p.last_sent_handshake_ < kRekeyTimeout) return;
+    std::optional<noise::Identity> id;
+    {
+      std::shared_lock lock(config_mu_);
+      id = identity_;
+    }
+    if (!id) return;
+    p.last_sent_handshake_ = now;
+    if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
+    uint32_t idx = index_table_.new_index(p.shared_from_this());
+    if (!noise::create_initiation(p.handshake_, *id, crypto::generate_private_key(),
+                                  noise::tai64n(std::chrono::system_clock::now()), idx, msg)) {
+      index_table_.remove(idx);
+      p.handshake_.clear();
+      return;
+    }
+  }
+  p.cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&msg), sizeof msg), now);
+  std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);
+  send_to_peer(p, std::span(&d, 1));
+  p.stats_.tx_bytes.fetch_add(sizeof msg, std::memory_order_relaxed);
+  {
+    std::lock_guard tl(p.timers_mu_);
+    if (!retry) p.timers_.reset_attempts();
+    p.timers_.handshake_initiated(now);
+    p.timers_.any_authenticated_packet_sent(now);
+    p.timers_.any_authenticated_packet_traversal(now);
+  }
+  poke_timers();
+}
+
+}  // namespace wg
