@@ -57,18 +57,21 @@ void Device::tun_reader() {
     size_t kept = 0;
     std::array<uint8_t*, kMaxBatch> group;
     std::array<size_t, kMaxBatch> group_sizes;
+    std::array<bool, kMaxBatch> taken{};
     for (size_t i = 0; i < n; ++i) {
+      if (taken[i]) continue;
       if (!route[i]) {
-        bufs[kept++] = bufs[i];  // reuse
+        bufs[kept++] = bufs[i];  // no peer: reuse the buffer
         continue;
       }
-      PeerPtr peer = std::move(route[i]);
+      PeerPtr peer = route[i];
       size_t g = 0;
       for (size_t j = i; j < n; ++j) {
         if (route[j] != peer) continue;
         group[g] = bufs[j];
         group_sizes[g++] = sizes[j];
-        if (j != i) route[j].reset();
+        route[j].reset();
+        taken[j] = true;
       }
       stage_packets(*peer, group.data(), group_sizes.data(), g);
     }
