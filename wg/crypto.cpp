@@ -23,7 +23,9 @@ constexpr size_t kBlockLen = 64;  // BLAKE2s block size, for HMAC
 
 void secure_wipe(void* p, size_t n) { sodium_memzero(p, n); }
 bool ct_equal(const void* a, const void* b, size_t n) { return sodium_memcmp(a, b, n) == 0; }
-void random_bytes(void* p, size_t n) { randombytes_buf(p, n); }
+void random_bytes(void* p, size_t n) {
+  if (n) randombytes_buf(p, n);
+}
 
 template <class Tag>
 bool Key<Tag>::is_zero() const {
@@ -117,14 +119,16 @@ void hash(uint8_t out[kHashLen], std::span<const uint8_t> a, std::span<const uin
 }
 
 void mac(uint8_t out[kMacLen], std::span<const uint8_t> key, std::span<const uint8_t> data) {
-  // libb2's order: blake2s(out, in, key, outlen, inlen, keylen).
-  blake2s(out, data.data(), key.data(), kMacLen, data.size(), key.size());
+  // libb2's order: blake2s(out, in, key, outlen, inlen, keylen). It refuses keys over
+  // 32 bytes, which WireGuard never uses; fail loudly rather than leave `out` untouched.
+  if (key.size() > BLAKE2S_KEYBYTES || blake2s(out, data.data(), key.data(), kMacLen, data.size(), key.size()) != 0)
+    throw std::invalid_argument("crypto::mac: key longer than 32 bytes");
 }
 
 void hmac(uint8_t out[kHashLen], std::span<const uint8_t> key, std::span<const uint8_t> data) {
   uint8_t k[kBlockLen] = {};
   if (key.size() > kBlockLen) hash(k, key);
-  else std::memcpy(k, key.data(), key.size());
+  else if (!key.empty()) std::memcpy(k, key.data(), key.size());
 
   uint8_t pad[kBlockLen];
   uint8_t inner[kHashLen];

@@ -3,6 +3,7 @@
 // WireGuard's nonce layout, and XChaCha20-Poly1305 for cookies.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -45,7 +45,8 @@ Tai64n tai64n(std::chrono::system_clock::time_point t) {
   auto since = t.time_since_epoch();
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(since);
   auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(since - secs).count();
-  uint64_t s = (1ull << 62) + static_cast<uint64_t>(secs.count());
+  // TAI is 10 s ahead of UTC at the label's epoch; every implementation adds 2^62 + 10.
+  uint64_t s = 0x400000000000000aull + static_cast<uint64_t>(secs.count());
   uint32_t n = static_cast<uint32_t>(nanos) & ~((1u << 24) - 1);
   Tai64n out;
   for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(s >> (56 - 8 * i));
@@ -146,7 +147,7 @@ std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& ms
 
 AcceptResult accept_initiation(Handshake& hs, const ConsumedInitiation& in, TimePoint now) {
   if (!tai64n_after(in.timestamp, hs.latest_timestamp)) return AcceptResult::replayed;
-  if (hs.last_initiation_consumption && now - *hs.last_initiation_consumption <= kHandshakeInitiationRate)
+  if (hs.last_initiation_consumption && now - *hs.last_initiation_consumption < kHandshakeInitiationRate)
     return AcceptResult::flood;
   std::memcpy(hs.hash, in.hash, kHashLen);
   hs.chaining_key = in.chaining_key;

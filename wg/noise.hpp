@@ -12,7 +12,7 @@
 
 namespace wg::noise {
 
-// TAI64N label: 8 bytes big-endian seconds (+2^62), 4 bytes big-endian nanoseconds.
+// TAI64N label: 8 bytes big-endian seconds (+2^62 + 10), 4 bytes big-endian nanoseconds.
 using Tai64n = std::array<uint8_t, 12>;
 // From a wall-clock time; nanoseconds are rounded down to 2^24 ns so the timestamp
 // does not leak fine timing (as other implementations do).

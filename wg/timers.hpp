@@ -32,7 +32,11 @@ public:
   // jitter() returns a value in [0, kRekeyTimeoutJitterMax); tests pass a fixed one.
   explicit Timers(std::function<Clock::duration()> jitter = {});
 
-  void set_persistent_keepalive(std::chrono::seconds interval) { persistent_interval_ = interval; }
+  // 0 turns it off, including a keepalive already armed.
+  void set_persistent_keepalive(std::chrono::seconds interval) {
+    persistent_interval_ = interval;
+    if (interval.count() == 0) persistent_keepalive_.reset();
+  }
   std::chrono::seconds persistent_keepalive() const { return persistent_interval_; }
 
   // --- event hooks ---

@@ -440,9 +440,9 @@ public:
 
   void insert(const IpPrefix& p, int peer) {
     IpPrefix m = p.masked();
-    for (auto& e : entries_) {
-      if (e.prefix == m) {
-        e.peer = peer;
+    for (auto& entry : entries_) {
+      if (entry.prefix == m) {
+        entry.peer = peer;
         return;
       }
     }
@@ -461,16 +461,17 @@ public:
   }
 
   void remove_by_peer(int peer) {
-    std::erase_if(entries_, [&](const Entry& e) { return e.peer == peer; });
+    std::erase_if(entries_, [&](const Entry& entry) { return entry.peer == peer; });
   }
 
-  int lookup(const IpAddress& a) const {
+  int lookup(const IpAddress& ip) const {
     int best = 0;
     int best_bits = -1;
-    for (const auto& e : entries_) {
-      if (e.prefix.addr.family == a.family && e.prefix.bits > best_bits && matches(e.prefix, a)) {
-        best = e.peer;
-        best_bits = e.prefix.bits;
+    for (const auto& entry : entries_) {
+      const IpPrefix& p = entry.prefix;
+      if (p.addr.family == ip.family && p.bits > best_bits && matches(p, ip)) {
+        best = entry.peer;
+        best_bits = p.bits;
       }
     }
     return best;
@@ -478,8 +479,8 @@ public:
 
   std::vector<std::string> prefixes_of(int peer) const {
     std::vector<std::string> out;
-    for (const auto& e : entries_)
-      if (e.peer == peer) out.push_back(e.prefix.to_string());
+    for (const auto& entry : entries_)
+      if (entry.peer == peer) out.push_back(entry.prefix.to_string());
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -487,14 +488,14 @@ public:
   const std::vector<Entry>& entries() const { return entries_; }
 
 private:
-  static bool matches(const IpPrefix& p, const IpAddress& a) {
+  static bool matches(const IpPrefix& p, const IpAddress& ip) {
     size_t i = 0;
     for (; i < p.bits / 8u; ++i)
-      if (a.bytes[i] != p.addr.bytes[i]) return false;
+      if (ip.bytes[i] != p.addr.bytes[i]) return false;
     unsigned rest = p.bits % 8u;
     if (rest == 0) return true;
     auto mask = static_cast<uint8_t>(0xff00u >> rest);
-    return (a.bytes[i] & mask) == p.addr.bytes[i];
+    return (ip.bytes[i] & mask) == p.addr.bytes[i];
   }
 
   std::vector<Entry> entries_;

@@ -144,11 +144,9 @@ TEST_CASE("timers: giving up keeps an already armed zero_key_material deadline",
 
 // The kernel resets the attempt counter whenever a handshake is started afresh rather than
 // retried (send.c, wg_packet_send_queued_handshake_initiation: `if (!is_retry)
-// peer->timer_handshake_attempts = 0;`). Timers has no such reset: handshake_initiated()
-// does not know whether it is a retry, and only handshake_complete() and stop() clear the
-// count. So once a peer has given up, the next handshake the device starts for new data
-// gets no retransmission at all: its first timer expiry finds attempts > 18 and gives up
-// again.
+// peer->timer_handshake_attempts = 0;`). Here the caller does it with reset_attempts()
+// before handshake_initiated() when TimerActions::retry is false; without it, a peer that
+// gave up once would give up again at the first expiry of every later handshake.
 TEST_CASE("timers: a fresh handshake after giving up is retransmitted again", "[timers]") {
   FakeClock clock;
   Timers t = fixed_jitter(0ms);
@@ -160,17 +158,41 @@ TEST_CASE("timers: a fresh handshake after giving up is retransmitted again", "[
   }
   clock.advance(wg::kRekeyTimeout);
   REQUIRE(t.tick(clock.now).give_up);
+  REQUIRE(t.handshake_attempts() == wg::kMaxTimerHandshakes + 1);
 
-  // Later the user sends data; with no session the device starts a new handshake
-  // (not a retry, TimerActions::retry is false for it).
+  // Later the user sends data; with no session the device starts a new handshake.
   clock.advance(1min);
   t.data_sent(clock.now);
+  t.reset_attempts();
   t.handshake_initiated(clock.now);
+  CHECK(t.handshake_attempts() == 0);
+  for (int retry = 1; retry <= wg::kMaxTimerHandshakes + 1; ++retry) {
+    clock.advance(wg::kRekeyTimeout);
+    TimerActions a = t.tick(clock.now);
+    CAPTURE(retry);
+    REQUIRE(a.send_initiation);
+    CHECK_FALSE(a.give_up);
+    CHECK(t.handshake_attempts() == retry);
+    t.handshake_initiated(clock.now);
+  }
   clock.advance(wg::kRekeyTimeout);
-  TimerActions a = t.tick(clock.now);
-  CHECK(a.send_initiation);
-  CHECK_FALSE(a.give_up);
-  CHECK(t.handshake_attempts() == 1);
+  CHECK(t.tick(clock.now).give_up);
+}
+
+TEST_CASE("timers: without reset_attempts a handshake keeps the old count", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter(0ms);
+  t.handshake_initiated(clock.now);
+  for (int i = 0; i < 3; ++i) {
+    clock.advance(wg::kRekeyTimeout);
+    REQUIRE(t.tick(clock.now).send_initiation);
+    t.handshake_initiated(clock.now);  // a retry: the count stays
+  }
+  CHECK(t.handshake_attempts() == 3);
+  t.reset_attempts();
+  CHECK(t.handshake_attempts() == 0);
+  // reset_attempts touches only the count, not the armed retransmission.
+  CHECK(t.next_deadline() == clock.now + wg::kRekeyTimeout);
 }
 
 TEST_CASE("timers: handshake_complete disarms the retransmission and resets attempts",
@@ -337,6 +359,20 @@ TEST_CASE("timers: persistent keepalive is off when the interval is 0", "[timers
   t.set_persistent_keepalive(0s);
   t.any_authenticated_packet_traversal(clock.now);
   CHECK_FALSE(t.next_deadline());
+}
+
+// Turning persistent keepalive off (uapi persistent_keepalive_interval=0) while its timer
+// is armed: the kernel checks the interval when the timer expires (timers.c,
+// wg_expired_send_persistent_keepalive: `if (likely(peer->persistent_keepalive_interval))`),
+// so nothing is sent. Timers::tick() fires the stale deadline regardless.
+TEST_CASE("timers: setting the interval to 0 silences an armed persistent keepalive",
+          "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  t.set_persistent_keepalive(25s);
+  t.any_authenticated_packet_traversal(clock.now);
+  t.set_persistent_keepalive(0s);
+  CHECK_FALSE(t.tick(clock.now + 25s).send_keepalive);
 }
 
 // --- next_deadline and stop ------------------------------------------------------------------

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: every test on the default build, the unit tests
+# again under ASan+UBSan, and the device tests under TSan.
+# Usage: scripts/test.sh [--quick]   (--quick: default build only)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=$(nproc)
+
+"$top/scripts/setup.sh"
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "default build"
+cmake --preset default >/dev/null
+cmake --build build -j"$jobs"
+step "all tests (default build)"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+[ "${1:-}" = "--quick" ] && exit 0
+
+step "asan build: unit tests under ASan + UBSan"
+cmake --preset asan >/dev/null
+cmake --build build-asan -j"$jobs" --target wgnet_tests
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
+
+step "tsan build: device tests under TSan"
+cmake --preset tsan >/dev/null
+cmake --build build-tsan -j"$jobs" --target wgnet_tests
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build-tsan --output-on-failure -R '^device' 
+
+step "all passed"
