@@ -241,15 +241,16 @@ void Device::send_initiation(Peer& p, bool retry) {
   if (!up_ || p.removed_) return;
   auto now = Clock::now();
   MessageInitiation msg;
+  std::optional<noise::Identity> id;
+  {
+    // Lock order: config_mu_ is never taken while a peer's handshake_mu_ is held.
+    std::shared_lock lock(config_mu_);
+    id = identity_;
+  }
+  if (!id) return;
   {
     std::lock_guard hl(p.handshake_mu_);
     if (p.last_sent_handshake_ && now - *p.last_sent_handshake_ < kRekeyTimeout) return;
-    std::optional<noise::Identity> id;
-    {
-      std::shared_lock lock(config_mu_);
-      id = identity_;
-    }
-    if (!id) return;
     p.last_sent_handshake_ = now;
     if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
     uint32_t idx = index_table_.new_index(p.shared_from_this());
