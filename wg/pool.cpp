@@ -10,7 +10,7 @@ size_t BufferPool::take_locked(uint8_t** out, size_t n) {
     free_.pop_back();
   }
   while (got < n && storage_.size() < limit_) {
-    storage_.push_back(std::make_unique<uint8_t[]>(kBufferSize));
+    storage_.push_back(std::make_unique_for_overwrite<uint8_t[]>(kBufferSize));
     out[got++] = storage_.back().get();
   }
   return got;
