@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# wg-tun in network namespaces against Debian's wireguard-go and against itself,
+# configured with the real `wg` and `wg-quick`. Topology: see lib.sh.
+# Usage: wg_tun_test.sh BIN_DIR   (exit 77 = skipped: not root)
+WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
+. "$(dirname "$0")/lib.sh"
+require_root
+trap cleanup EXIT
+command -v wireguard-go >/dev/null || { echo "wireguard-go missing (scripts/setup.sh installs it)"; exit 1; }
+
+pair_checks() { # IMPL_A IMPL_B
+  local a=$1 b=$2
+  log "=== $a <-> $b: A initiates ==="
+  setup_pair "$a" "$b" || { fail "$a/$b setup"; teardown_pair; return; }
+  check "$a→$b first ping (handshake from A)" ping_eventually "$NS_A" 198.19.0.2
+  check "$a→$b ping IPv4 in tunnel, IPv4 outside" ping_ok "$NS_A" 198.19.0.2
+  check "$a→$b ping IPv6 in tunnel, IPv4 outside" ping_ok "$NS_A" fd00:19::2
+  check "$b→$a ping IPv4" ping_ok "$NS_B" 198.19.0.1
+  check "$b→$a ping IPv6" ping_ok "$NS_B" fd00:19::1
+  local bps
+  bps=$(iperf_tcp "$NS_A" "$NS_B" 198.19.0.2 3) && [ "${bps:-0}" -gt 0 ] \
+    && pass "$a→$b iperf3 TCP 3 s: $((bps / 1000000)) Mbit/s" || fail "$a→$b iperf3 TCP"
+  bps=$(iperf_tcp "$NS_A" "$NS_B" 198.19.0.2 3 -R) && [ "${bps:-0}" -gt 0 ] \
+    && pass "$b→$a iperf3 TCP 3 s: $((bps / 1000000)) Mbit/s" || fail "$b→$a iperf3 TCP"
+  sleep 1
+  local hs_a hs_b
+  hs_a=$(na wg show "$WG_A" latest-handshakes | awk '{print $2}')
+  hs_b=$(nb wg show "$WG_B" latest-handshakes | awk '{print $2}')
+  check "wg show: latest handshake on both sides ($hs_a, $hs_b)" test "${hs_a:-0}" -gt 0 -a "${hs_b:-0}" -gt 0
+  local tr_a tr_b
+  tr_a=$(na wg show "$WG_A" transfer | awk '{print $2, $3}')   # rx tx
+  tr_b=$(nb wg show "$WG_B" transfer | awk '{print $2, $3}')
+  check "wg show: A's tx agrees with B's rx and the reverse (A: $tr_a, B: $tr_b)" python3 - "$tr_a" "$tr_b" <<'PY'
+import sys
+a_rx, a_tx = map(int, sys.argv[1].split()); b_rx, b_tx = map(int, sys.argv[2].split())
+ok = lambda x, y: x > 0 and y > 0 and abs(x - y) <= 0.01 * max(x, y)
+sys.exit(0 if ok(a_tx, b_rx) and ok(b_tx, a_rx) else 1)
+PY
+  # IPv6 outside.
+  na wg set "$WG_A" peer "$(cat "$TMP/b.pub")" endpoint "[fd00:18::2]:51821"
+  nb wg set "$WG_B" peer "$(cat "$TMP/a.pub")" endpoint "[fd00:18::1]:51820"
+  check "$a→$b ping IPv4 in tunnel, IPv6 outside" ping_eventually "$NS_A" 198.19.0.2
+  check "$a→$b ping IPv6 in tunnel, IPv6 outside" ping_ok "$NS_A" fd00:19::2
+  check "$b→$a ping over IPv6 outside" ping_ok "$NS_B" fd00:19::1
+  local ep
+  ep=$(na wg show "$WG_A" endpoints | awk '{print $2}')
+  check "endpoint over IPv6 shown ($ep)" test "$ep" = "[fd00:18::2]:51821"
+  teardown_pair
+
+  log "=== $a <-> $b: B initiates ==="
+  setup_pair "$a" "$b" || { fail "$a/$b setup"; teardown_pair; return; }
+  check "$b→$a first ping (handshake from B)" ping_eventually "$NS_B" 198.19.0.1
+  check "$a→$b ping back" ping_ok "$NS_A" fd00:19::2
+  hs_a=$(na wg show "$WG_A" latest-handshakes | awk '{print $2}')
+  check "A records the handshake B started" test "${hs_a:-0}" -gt 0
+  teardown_pair
+}
+
+roaming() {
+  log "=== roaming: B's underlay address changes mid-flow ==="
+  setup_pair wg-tun wireguard-go || { fail "roaming setup"; teardown_pair; return; }
+  check "roaming: tunnel up" ping_eventually "$NS_B" 198.19.0.1
+  nb ping -i 0.1 -c 60 198.19.0.1 >"$TMP/roam.ping" 2>&1 &
+  local pinger=$!
+  sleep 1
+  nb ip addr add 198.18.0.3/24 dev "${PREFIX}vb"
+  nb ip addr del 198.18.0.2/24 dev "${PREFIX}vb"
+  sleep 2
+  local ep
+  ep=$(na wg show "$WG_A" endpoints | awk '{print $2}')
+  check "roaming: A now shows B at 198.18.0.3 ($ep)" test "${ep%:*}" = "198.18.0.3"
+  wait $pinger
+  local received
+  received=$(awk '/packets transmitted/ {print $4}' "$TMP/roam.ping")
+  check "roaming: traffic continued (${received:-0}/60 replies)" test "${received:-0}" -ge 50
+  teardown_pair
+}
+
+reconfiguration() {
+  log "=== reconfiguration while traffic flows ==="
+  setup_pair wg-tun wireguard-go || { fail "reconfig setup"; teardown_pair; return; }
+  check "reconfig: tunnel up" ping_eventually "$NS_A" 198.19.0.2
+  na ping -i 0.05 -c 200 -W 1 198.19.0.2 >/dev/null 2>&1 &
+  local pinger=$!
+  # New private key on A: B learns the new public key; a new handshake follows at once.
+  wg genkey >"$TMP/a2.key"; chmod 600 "$TMP/a2.key"; wg pubkey <"$TMP/a2.key" >"$TMP/a2.pub"
+  na wg set "$WG_A" private-key "$TMP/a2.key"
+  nb wg set "$WG_B" peer "$(cat "$TMP/a.pub")" remove
+  nb wg set "$WG_B" peer "$(cat "$TMP/a2.pub")" allowed-ips 198.19.0.1/32,fd00:19::1/128 endpoint 198.18.0.1:51820
+  check "reconfig: works after private key change" ping_eventually "$NS_A" 198.19.0.2
+  # Peer removed and re-added on A.
+  na wg set "$WG_A" peer "$(cat "$TMP/b.pub")" remove
+  check "reconfig: no route after peer removal" bash -c "! ip netns exec $NS_A ping -c 1 -W 1 198.19.0.2 >/dev/null 2>&1"
+  na wg set "$WG_A" peer "$(cat "$TMP/b.pub")" allowed-ips 198.19.0.2/32,fd00:19::2/128 endpoint 198.18.0.2:51821
+  check "reconfig: works after peer re-added" ping_eventually "$NS_A" 198.19.0.2
+  # Allowed IPs replaced: IPv6 only, so IPv4 must stop (no stale routing).
+  na wg set "$WG_A" peer "$(cat "$TMP/b.pub")" allowed-ips fd00:19::2/128
+  check "reconfig: IPv4 dropped after allowed IPs replaced" bash -c "! ip netns exec $NS_A ping -c 1 -W 1 198.19.0.2 >/dev/null 2>&1"
+  check "reconfig: IPv6 still flows" ping_ok "$NS_A" fd00:19::2
+  wait $pinger
+  check "reconfig: daemon still alive" kill -0 "${PIDS[0]}"
+  teardown_pair
+}
+
+bad_input() {
+  log "=== bad input: datagram spray and malformed UAPI ==="
+  setup_pair wg-tun wireguard-go || { fail "bad input setup"; teardown_pair; return; }
+  check "bad input: tunnel up" ping_eventually "$NS_A" 198.19.0.2
+  nb timeout 10 python3 - <<'PY'
+import os, random, socket, struct, time
+rnd = random.Random(1234)
+s4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+targets = [(s4, ("198.18.0.1", 51820)), (s6, ("fd00:18::1", 51820))]
+end = time.time() + 3
+sizes = [0, 1, 3, 4, 31, 32, 33, 63, 64, 65, 91, 92, 93, 147, 148, 149, 1500, 65000]
+n = 0
+while time.time() < end and n < 200000:
+    size = rnd.choice(sizes + [rnd.randrange(0, 2000)])
+    body = bytearray(os.urandom(size))
+    if size >= 4 and rnd.random() < 0.7:
+        body[0] = rnd.choice([1, 2, 3, 4]); body[1:4] = b"\0\0\0"
+    s, addr = rnd.choice(targets)
+    try:
+        s.sendto(bytes(body), addr); n += 1
+    except OSError:
+        pass
+print(f"sprayed {n} datagrams")
+PY
+  check "bad input: tunnel still works after the spray" ping_eventually "$NS_A" 198.19.0.2
+  check "bad input: daemon alive" kill -0 "${PIDS[0]}"
+  local sock="/var/run/wireguard/$WG_A.sock"
+  check "bad input: malformed UAPI requests get errno replies" python3 - "$sock" <<'PY'
+import socket, sys
+path = sys.argv[1]
+def ask(req):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(5); s.connect(path)
+    s.sendall(req); data = b""
+    while not data.endswith(b"\n\n"):
+        chunk = s.recv(4096)
+        if not chunk: break
+        data += chunk
+    s.close(); return data.decode()
+cases = [b"set=1\ngarbage\n\n", b"set=1\nlisten_port=99999\n\n", b"set=1\nprivate_key=zz\n\n",
+         b"set=1\npublic_key=00\n\n", b"set=1\nbogus=1\n\n", b"nonsense=1\n\n"]
+for c in cases:
+    r = ask(c)
+    if "errno=" not in r or "errno=0" in r:
+        print("bad reply", c, r); sys.exit(1)
+r = ask(b"get=1\n\n")
+sys.exit(0 if "errno=0" in r and "public_key=" in r else 1)
+PY
+  check "bad input: wg show still works" bash -c "ip netns exec $NS_A wg show $WG_A >/dev/null"
+  teardown_pair
+}
+
+shutdown_checks() {
+  log "=== clean shutdown ==="
+  make_namespaces
+  start_impl "$NS_A" "$WG_A" wg-tun || { fail "shutdown start"; teardown_pair; return; }
+  local pid=${PIDS[0]}
+  kill -TERM "$pid"
+  timeout 5 tail --pid="$pid" -f /dev/null
+  wait "$pid"; local rc=$?
+  check "SIGTERM: exit status 0 (got $rc)" test $rc -eq 0
+  check "SIGTERM: socket file removed" test ! -e "/var/run/wireguard/$WG_A.sock"
+  check "SIGTERM: interface gone" bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
+  PIDS=()
+  start_impl "$NS_A" "$WG_A" wg-tun || { fail "shutdown restart"; teardown_pair; return; }
+  pid=${PIDS[0]}
+  na ip link del "$WG_A"
+  timeout 5 tail --pid="$pid" -f /dev/null
+  check "ip link del: daemon exited" bash -c "! kill -0 $pid 2>/dev/null"
+  check "ip link del: socket file removed" test ! -e "/var/run/wireguard/$WG_A.sock"
+  PIDS=()
+  # A live socket of another daemon is never taken over.
+  start_impl "$NS_A" "$WG_A" wg-tun || { fail "shutdown restart 2"; teardown_pair; return; }
+  local out
+  out=$(na "$WGNET_BIN/wg-tun" -f "$WG_A" 2>&1); rc=$?
+  check "second daemon on the same name fails with one line (rc=$rc: $out)" test $rc -ne 0 -a "$(echo "$out" | wc -l)" -eq 1
+  check "first daemon's socket survives" test -S "/var/run/wireguard/$WG_A.sock"
+  teardown_pair
+}
+
+daemonize_checks() {
+  log "=== background mode (no -f) ==="
+  make_namespaces
+  na "$WGNET_BIN/wg-tun" "$WG_A"; local rc=$?
+  check "background start returns 0" test $rc -eq 0
+  sleep 0.5
+  local pid
+  pid=$(pgrep -f "wg-tun -f $WG_A" | head -1)
+  check "daemon runs in the background" test -n "$pid"
+  check "wg show talks to it" bash -c "ip netns exec $NS_A wg show $WG_A >/dev/null"
+  [ -n "$pid" ] && PIDS+=("$pid")
+  teardown_pair
+}
+
+wg_quick() {
+  log "=== wg-quick up/down drives wg-tun ==="
+  make_namespaces
+  wg genkey >"$TMP/q.key"; wg genkey >"$TMP/qb.key"
+  local conf="$TMP/$WG_A.conf"
+  cat >"$conf" <<CONF
+[Interface]
+PrivateKey = $(cat "$TMP/q.key")
+ListenPort = 51820
+Address = 198.19.0.1/24, fd00:19::1/64
+MTU = 1380
+
+[Peer]
+PublicKey = $(wg pubkey <"$TMP/qb.key")
+AllowedIPs = 198.19.5.0/24, fd00:19:5::/64
+Endpoint = 198.18.0.2:51821
+CONF
+  chmod 600 "$conf"
+  na env WG_QUICK_USERSPACE_IMPLEMENTATION="$WGNET_BIN/wg-tun" WG_SUDO=1 wg-quick up "$conf" >"$TMP/wgq.log" 2>&1
+  check "wg-quick up succeeds" test $? -eq 0 || cat "$TMP/wgq.log"
+  check "wg-quick: address set" bash -c "ip netns exec $NS_A ip addr show $WG_A | grep -q 198.19.0.1/24"
+  check "wg-quick: MTU set" bash -c "ip netns exec $NS_A ip link show $WG_A | grep -q 'mtu 1380'"
+  check "wg-quick: route set" bash -c "ip netns exec $NS_A ip route show dev $WG_A | grep -q 198.19.5.0/24"
+  check "wg-quick: wg show lists the peer" bash -c "ip netns exec $NS_A wg show $WG_A peers | grep -q ."
+  na wg-quick down "$conf" >>"$TMP/wgq.log" 2>&1
+  check "wg-quick down succeeds" test $? -eq 0
+  sleep 0.5
+  check "wg-quick down: interface removed" bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
+  check "wg-quick down: socket removed" test ! -e "/var/run/wireguard/$WG_A.sock"
+  check "wg-quick down: no daemon left" bash -c "! pgrep -f 'wg-tun -f $WG_A' >/dev/null"
+  teardown_pair
+}
+
+only=${WGNET_NETNS_ONLY:-all}
+run() { [ "$only" = all ] || [ "$only" = "$1" ]; }
+run interop && pair_checks wg-tun wireguard-go
+run self && pair_checks wg-tun wg-tun
+run wg-quick && wg_quick
+run roaming && roaming
+run reconfig && reconfiguration
+run bad-input && bad_input
+run shutdown && shutdown_checks
+run daemon && daemonize_checks
+
+if [ "$FAILURES" -ne 0 ]; then
+  log "$FAILURES check(s) failed"
+  for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
+  exit 1
+fi
+log "all netns checks passed"
