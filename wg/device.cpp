@@ -290,6 +290,11 @@ std::vector<IpPrefix> Device::allowed_ips(Peer& p) const {
   return out;
 }
 
+bool Device::routable(const IpAddress& a) const {
+  std::shared_lock lock(config_mu_);
+  return allowed_ips_.lookup(a) != nullptr;
+}
+
 // --- keypairs ---
 
 void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator) {

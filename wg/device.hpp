@@ -80,6 +80,8 @@ public:
   void remove_allowed_ip(Peer& p, const IpPrefix& prefix);
   void clear_allowed_ips(Peer& p);
   std::vector<IpPrefix> allowed_ips(Peer& p) const;
+  // Is there a peer whose allowed IPs cover `a`? (The netstack refuses to dial otherwise.)
+  bool routable(const IpAddress& a) const;
 
   const DeviceStats& stats() const { return stats_; }
   size_t batch_size() const { return batch_; }

@@ -1,0 +1,81 @@
+// LinuxBind: the batched UDP Bind over one IPv4 and one IPv6 socket sharing a port —
+// recvmmsg/sendmmsg, sticky source addresses (IP_PKTINFO / IPV6_PKTINFO), 7 MB socket
+// buffers. UDP GSO/GRO come with the fast-path work; the places are marked in linux.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "bind/bind.hpp"
+
+namespace conn {
+
+// Parses the control data of one received datagram (`len` bytes at `control`, any
+// alignment) into ep's sticky source (IP_PKTINFO: ipi_spec_dst, or ipi_addr when that is
+// unset, and ipi_ifindex; IPV6_PKTINFO: ipi6_addr and ipi6_ifindex) and gso_size (UDP_GRO,
+// an int or a u16 payload; 0 when absent). Clears ep's source first; leaves its
+// destination alone. Hostile input is fine: unknown messages are skipped, truncated ones
+// ignored, and parsing stops at a cmsg_len below the header or past the end. Never reads
+// outside [control, control + len). A free function so a fuzz target can call it.
+void parse_control(const uint8_t* control, size_t len, Endpoint& ep, uint16_t& gso_size);
+
+class LinuxBind final : public Bind {
+public:
+  static constexpr size_t kBatchSize = 128;
+
+  LinuxBind();
+  ~LinuxBind() override;  // close()s
+  LinuxBind(const LinuxBind&) = delete;
+  LinuxBind& operator=(const LinuxBind&) = delete;
+
+  // Opens an IPv4 and an IPv6 (v6-only) socket on `port`; with port 0 the IPv4 socket
+  // picks one and the IPv6 socket takes the same (retrying with a fresh port if that one
+  // is taken for IPv6). A family the kernel lacks (EAFNOSUPPORT) is skipped. Returns one
+  // ReceiveFn per socket (IPv4's first), to be called from one thread each and not after
+  // the LinuxBind is destroyed. Errors are errno values (errc::address_in_use, ...).
+  std::vector<ReceiveFn> open(uint16_t port, uint16_t& actual_port, std::error_code& ec) override;
+  // Wakes every blocked receive and send, waits until they have left the sockets, then
+  // closes them. Every ReceiveFn of this open returns 0 with errc::operation_canceled
+  // from then on (also after a later open()). Idempotent.
+  void close() override;
+  // Sends the batch to ep with sendmmsg (one syscall per 128 datagrams while the socket
+  // takes them), from ep's sticky source when it has one. A sticky source the kernel
+  // refuses (EINVAL, EADDRNOTAVAIL, ENETUNREACH, ENODEV) is cleared from ep and the
+  // batch goes from the default source. A full socket buffer is waited for up to 1 s. Thread-safe; errc::
+  // not_connected when closed, address_family_not_supported without a socket of ep's
+  // family; an oversized datagram (EMSGSIZE) is skipped and reported, the rest still go.
+  void send(std::span<const std::span<const uint8_t>> bufs, Endpoint& ep, std::error_code& ec) override;
+  // SO_MARK on both sockets (errc::operation_not_permitted without CAP_NET_ADMIN). The
+  // mark is remembered and applied by later open()s; setting the current mark is a no-op.
+  void set_mark(uint32_t mark, std::error_code& ec) override;
+  size_t batch_size() const override { return kBatchSize; }
+
+private:
+  struct Socket;   // one UDP socket and its receive scratch (linux.cpp)
+  struct Sockets;  // the open sockets and the eventfd that close() signals
+
+  size_t receive(Socket& s, uint64_t generation, std::span<const std::span<uint8_t>> bufs,
+                 std::span<size_t> sizes, std::span<Endpoint> eps, std::error_code& ec);
+  // enter() registers a user of sockets_ (false when closed, or when `generation` is not
+  // 0 and not the current one); leave() ends it. close() waits for all users to leave.
+  bool enter(uint64_t generation);
+  void leave();
+
+  // Serializes open(), close() and set_mark(); guards mark_. sockets_ changes only under
+  // it and only while no user is registered, so registered users read it without a lock.
+  std::mutex lifecycle_mu_;
+  std::unique_ptr<Sockets> sockets_;
+  uint32_t mark_ = 0;
+
+  // Guards the fields below.
+  std::mutex mu_;
+  std::condition_variable idle_cv_;
+  bool open_ = false;
+  uint64_t generation_ = 0;  // bumped by every open(); ReceiveFns carry theirs
+  unsigned users_ = 0;
+};
+
+}  // namespace conn

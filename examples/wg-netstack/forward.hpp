@@ -1,0 +1,28 @@
+// Port forwards: --forward (local listener → host in the tunnel) and --reverse
+// (listener on the netstack → local service), for TCP and UDP.
+#pragma once
+
+#include <memory>
+
+#include "common.hpp"
+
+namespace wgns {
+
+struct ForwardSpec {
+  bool udp = false;
+  std::string from_host;  // where we listen
+  uint16_t from_port = 0;
+  std::string to_host;    // where we connect
+  uint16_t to_port = 0;
+  std::string text;       // as given, for messages
+};
+
+// "tcp:127.0.0.1:8080=198.19.0.2:80" → spec; throws std::invalid_argument.
+ForwardSpec parse_forward(const std::string& s);
+
+// Start listening now (errors such as "address in use" are thrown as
+// std::runtime_error with one clear line), then serve in the background.
+void start_forward(Context& ctx, const ForwardSpec& spec);
+void start_reverse(Context& ctx, const ForwardSpec& spec);
+
+}  // namespace wgns

@@ -1,0 +1,108 @@
+// HTTP CONNECT: parse the request with Beast, dial through the tunnel, answer 200 and
+// relay. Other methods get 405; failures 502/504 (the body says why).
+#include "http_proxy.hpp"
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <sodium.h>
+
+#include "wg/crypto.hpp"
+#include "wg/log.hpp"
+
+namespace wgns {
+namespace http = boost::beast::http;
+namespace {
+
+bool authorized(Context& ctx, const http::request<http::empty_body>& req) {
+  if (ctx.user.empty()) return true;
+  auto it = req.find(http::field::proxy_authorization);
+  if (it == req.end()) return false;
+  std::string_view v(it->value().data(), it->value().size());
+  if (v.substr(0, 6) != "Basic ") return false;
+  v.remove_prefix(6);
+  std::string decoded(v.size(), '\0');
+  size_t len = 0;
+  if (sodium_base642bin(reinterpret_cast<unsigned char*>(decoded.data()), decoded.size(), v.data(), v.size(),
+                        nullptr, &len, nullptr, sodium_base64_VARIANT_ORIGINAL) != 0)
+    return false;
+  decoded.resize(len);
+  std::string expected = ctx.user + ":" + ctx.password;
+  uint8_t a[wg::kHashLen], b[wg::kHashLen];
+  wg::crypto::hash(a, {reinterpret_cast<const uint8_t*>(decoded.data()), decoded.size()});
+  wg::crypto::hash(b, {reinterpret_cast<const uint8_t*>(expected.data()), expected.size()});
+  wg::secure_wipe(decoded.data(), decoded.size());
+  wg::secure_wipe(expected.data(), expected.size());
+  return wg::ct_equal(a, b, sizeof a);
+}
+
+awaitable<void> respond(tcp::socket& s, http::status status, const std::string& body,
+                        bool want_auth = false) {
+  http::response<http::string_body> res{status, 11};
+  res.set(http::field::server, "wg-netstack");
+  res.set(http::field::content_type, "text/plain");
+  if (want_auth) res.set(http::field::proxy_authenticate, "Basic realm=\"wg-netstack\"");
+  res.set(http::field::connection, "close");
+  res.body() = body + "\n";
+  res.prepare_payload();
+  co_await http::async_write(s, res, kTry);
+}
+
+awaitable<void> serve(Context& ctx, tcp::socket s) {
+  ctx.metrics.connections_total.fetch_add(1);
+  ctx.metrics.connections_active.fetch_add(1);
+  struct Active {
+    Metrics& m;
+    ~Active() { m.connections_active.fetch_sub(1); }
+  } active{ctx.metrics};
+
+  boost::beast::flat_buffer buf;
+  http::request_parser<http::empty_body> parser;
+  parser.header_limit(16 * 1024);
+  auto [ec, n] = co_await http::async_read_header(s, buf, parser, kTry);
+  if (ec) co_return;
+  auto& req = parser.get();
+  if (!authorized(ctx, req)) {
+    co_await respond(s, http::status::proxy_authentication_required, "proxy authentication required", true);
+    co_return;
+  }
+  if (req.method() != http::verb::connect) {
+    co_await respond(s, http::status::method_not_allowed, "only CONNECT is supported");
+    co_return;
+  }
+  std::string host;
+  uint16_t port = 0;
+  if (!split_host_port(std::string(req.target()), host, port)) {
+    co_await respond(s, http::status::bad_request, "CONNECT target must be host:port");
+    co_return;
+  }
+  auto [derr, stream] = co_await dial_host(ctx, host, port);
+  if (derr) {
+    ctx.metrics.connections_failed.fetch_add(1);
+    bool timeout = derr == asio::error::timed_out;
+    co_await respond(s, timeout ? http::status::gateway_timeout : http::status::bad_gateway,
+                     host + ":" + std::to_string(port) + ": " + derr.message());
+    co_return;
+  }
+  auto [werr, wn] = co_await asio::async_write(s, asio::buffer(std::string_view("HTTP/1.1 200 Connection established\r\n\r\n")), kTry);
+  if (werr) co_return;
+  // Bytes the client sent after the header belong to the tunnel.
+  if (buf.size() > 0) {
+    auto [e2, n2] = co_await asio::async_write(stream, buf.data(), kTry);
+    if (e2) co_return;
+  }
+  co_await relay(s, stream);
+}
+
+}  // namespace
+
+awaitable<void> http_proxy_server(Context& ctx, tcp::acceptor& acceptor) {
+  for (;;) {
+    auto [ec, s] = co_await acceptor.async_accept(kTry);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) continue;
+    s.set_option(tcp::no_delay(true), ec);
+    asio::co_spawn(acceptor.get_executor(), serve(ctx, std::move(s)), asio::detached);
+  }
+}
+
+}  // namespace wgns

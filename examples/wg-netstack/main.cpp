@@ -1,0 +1,241 @@
+// wg-netstack: a SOCKS5 / HTTP CONNECT proxy and port forwarder into a WireGuard network,
+// with no root and no TUN: WireGuard's core over UDP, lwIP as the TCP/IP stack, all in
+// one process.
+//
+//   wg-netstack -c wg0.conf [--socks5 127.0.0.1:1080] [--http ADDR:PORT]
+//               [--forward tcp|udp:LOCAL:PORT=TUNNEL:PORT]... [--reverse tcp|udp:TUNNEL:PORT=LOCAL:PORT]...
+//               [--health ADDR:PORT] [--auth-file FILE] [--log-level verbose|error|silent]
+#include <CLI/CLI.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/core.h>
+#include <signal.h>
+
+#include <fstream>
+#include <future>
+
+#include "bind/linux.hpp"
+#include "common.hpp"
+#include "forward.hpp"
+#include "health.hpp"
+#include "http_proxy.hpp"
+#include "socks5.hpp"
+#include "wg/apply.hpp"
+#include "wg/log.hpp"
+
+namespace wgns {
+
+bool split_host_port(const std::string& s, std::string& host, uint16_t& port) {
+  std::string p;
+  if (!s.empty() && s.front() == '[') {
+    auto close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') return false;
+    host = s.substr(1, close - 1);
+    p = s.substr(close + 2);
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || s.find(':') != colon) return false;
+    host = s.substr(0, colon);
+    p = s.substr(colon + 1);
+  }
+  if (host.empty() || p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  unsigned v = static_cast<unsigned>(std::stoul(p));
+  if (v > 65535) return false;
+  port = static_cast<uint16_t>(v);
+  return true;
+}
+
+tcp::endpoint parse_listen(const std::string& s) {
+  std::string host;
+  uint16_t port = 0;
+  if (!split_host_port(s, host, port)) throw std::invalid_argument("'" + s + "' is not ADDR:PORT");
+  if (host == "localhost") host = "127.0.0.1";
+  error_code ec;
+  auto a = asio::ip::make_address(host, ec);
+  if (ec) throw std::invalid_argument("'" + host + "' is not an IP address");
+  return {a, port};
+}
+
+awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, const std::string& host,
+                                                                uint16_t port) {
+  auto [rerr, addrs] = co_await ctx.stack.async_resolve(host, kTry);
+  if (rerr) co_return std::pair{rerr, netstack::TcpStream{}};
+  error_code last = asio::error::host_not_found;
+  for (auto& a : addrs) {
+    auto [ec, s] = co_await ctx.stack.async_dial_tcp(netstack::Endpoint{a, port}, kTry);
+    if (!ec) co_return std::pair{ec, std::move(s)};
+    last = ec;
+  }
+  co_return std::pair{last, netstack::TcpStream{}};
+}
+
+}  // namespace wgns
+
+namespace {
+
+using namespace wgns;
+
+std::shared_ptr<tcp::acceptor> listen_on(netstack::Executor ex, const std::string& what, const std::string& addr) {
+  auto ep = parse_listen(addr);
+  auto acc = std::make_shared<tcp::acceptor>(ex);
+  error_code ec;
+  acc->open(ep.protocol(), ec);
+  if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acc->bind(ep, ec);
+  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error(fmt::format("{} on {}: {}", what, addr, ec.message()));
+  return acc;
+}
+
+bool is_loopback(const std::string& addr) { return parse_listen(addr).address().is_loopback(); }
+
+// Host-name endpoints are looked up again while their peer has no fresh handshake.
+void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
+                     std::vector<std::pair<wg::PublicKey, std::string>> named) {
+  timer->expires_after(std::chrono::seconds(15));
+  timer->async_wait([&ctx, timer, named](const error_code& ec) {
+    if (ec) return;
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    for (auto& [key, text] : named) {
+      auto p = ctx.device.lookup_peer(key);
+      if (!p) continue;
+      auto last = std::chrono::nanoseconds(p->stats_.last_handshake_ns.load());
+      if (last.count() > 0 && now - last < wg::kRekeyAfterTime + wg::kRekeyTimeout) continue;
+      std::string err;
+      if (auto ep = wg::resolve_endpoint(text, err)) {
+        std::optional<conn::Endpoint> cur;
+        {
+          std::lock_guard lock(p->endpoint_mu_);
+          cur = p->endpoint_;
+        }
+        if (!cur || !cur->same_destination(*ep)) {
+          wg::log::event("endpoint {} now resolves to {}", text, ep->to_string());
+          ctx.device.set_endpoint(*p, *ep);
+        }
+      }
+    }
+    watch_endpoints(ctx, timer, named);
+  });
+}
+
+std::pair<std::string, std::string> read_auth(const std::string& file) {
+  std::string line;
+  if (const char* env = std::getenv("WG_NETSTACK_AUTH"); env && file.empty()) {
+    line = env;
+  } else if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) throw std::runtime_error("cannot read auth file " + file);
+    std::getline(in, line);
+  } else {
+    return {};
+  }
+  auto colon = line.find(':');
+  if (colon == std::string::npos || colon == 0)
+    throw std::runtime_error("credentials must be USER:PASSWORD");
+  auto out = std::pair{line.substr(0, colon), line.substr(colon + 1)};
+  wg::secure_wipe(line.data(), line.size());
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wg-netstack: a SOCKS5/HTTP proxy into a WireGuard network, no root needed"};
+  std::string config_path, socks = "127.0.0.1:1080", http_addr, health_addr, auth_file, level = "error";
+  bool no_socks = false;
+  std::vector<std::string> forwards, reverses;
+  app.add_option("-c,--config", config_path, "wg-quick style config file (Interface Address= required)")->required();
+  app.add_option("--socks5", socks, "SOCKS5 listen address")->capture_default_str();
+  app.add_flag("--no-socks5", no_socks, "do not run the SOCKS5 proxy");
+  app.add_option("--http", http_addr, "HTTP CONNECT proxy listen address");
+  app.add_option("--forward", forwards, "tcp|udp:LOCAL_ADDR:PORT=TUNNEL_HOST:PORT (repeatable)");
+  app.add_option("--reverse", reverses, "tcp|udp:TUNNEL_ADDR:PORT=LOCAL_ADDR:PORT (repeatable)");
+  app.add_option("--health", health_addr, "serve /readyz and /metrics on this address");
+  app.add_option("--auth-file", auth_file,
+                 "file with one line USER:PASSWORD for the proxies (or env WG_NETSTACK_AUTH)");
+  app.add_option("--log-level", level, "verbose, error or silent")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  wg::log::set_level(level == "verbose" ? wg::log::Level::verbose
+                     : level == "silent" ? wg::log::Level::silent
+                                         : wg::log::Level::error);
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  try {
+    wg::Config cfg = wg::load_config(config_path);
+    if (!cfg.iface.private_key) throw std::runtime_error(config_path + ": [Interface] has no PrivateKey");
+    if (cfg.iface.addresses.empty()) throw std::runtime_error(config_path + ": [Interface] has no Address");
+    auto [user, password] = read_auth(auth_file);
+    for (auto* a : {&socks, &http_addr})
+      if (!a->empty() && !(a == &socks && no_socks) && !is_loopback(*a) && user.empty())
+        throw std::runtime_error("listening on " + *a + " (not loopback) needs credentials: --auth-file");
+
+    netstack::StackOptions so;
+    so.addresses = cfg.iface.addresses;
+    so.mtu = static_cast<int>(cfg.iface.mtu.value_or(wg::kDefaultMtu));
+    so.dns_servers = cfg.iface.dns_servers;
+    std::error_code sec;
+    auto stack = netstack::Stack::create(so, sec);
+    if (!stack) throw std::runtime_error("cannot create the network stack: " + sec.message());
+
+    conn::LinuxBind bind;
+    wg::Device device(*stack, bind);
+    wg::apply_config(device, cfg);
+    if (auto ec = device.up())
+      throw std::runtime_error(fmt::format("cannot open UDP port {}: {}", cfg.iface.listen_port.value_or(0), ec.message()));
+    stack->set_route_check([&device](const wg::IpAddress& a) { return device.routable(a); });
+
+    Context ctx{*stack, device, {}, user, password};
+    auto ex = stack->get_executor();
+    std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
+    if (!no_socks) {
+      auto a = listen_on(ex, "SOCKS5", socks);
+      acceptors.push_back(a);
+      asio::co_spawn(ex, socks5_server(ctx, *a), asio::detached);
+    }
+    if (!http_addr.empty()) {
+      auto a = listen_on(ex, "HTTP proxy", http_addr);
+      acceptors.push_back(a);
+      asio::co_spawn(ex, http_proxy_server(ctx, *a), asio::detached);
+    }
+    if (!health_addr.empty()) {
+      auto a = listen_on(ex, "health", health_addr);
+      acceptors.push_back(a);
+      asio::co_spawn(ex, health_server(ctx, *a), asio::detached);
+    }
+    for (auto& f : forwards) start_forward(ctx, parse_forward(f));
+    for (auto& r : reverses) start_reverse(ctx, parse_forward(r));
+
+    std::vector<std::pair<wg::PublicKey, std::string>> named;
+    for (auto& p : cfg.peers)
+      if (p.endpoint && !conn::Endpoint::parse(*p.endpoint)) named.emplace_back(p.public_key, *p.endpoint);
+    auto timer = std::make_shared<asio::steady_timer>(ex);
+    if (!named.empty()) watch_endpoints(ctx, timer, named);
+
+    wg::log::event("wg-netstack: up, UDP port {}{}{}{}", device.listen_port(),
+                   no_socks ? "" : ", SOCKS5 on " + socks, http_addr.empty() ? "" : ", HTTP on " + http_addr,
+                   health_addr.empty() ? "" : ", health on " + health_addr);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    wg::log::event("wg-netstack: shutting down");
+    // Stop accepting on the Stack's thread, then take the tunnel down.
+    std::promise<void> stopped;
+    asio::post(ex, [&] {
+      error_code ec;
+      for (auto& a : acceptors) a->close(ec);
+      timer->cancel();
+      stopped.set_value();
+    });
+    stopped.get_future().wait();
+    device.close();
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wg-netstack: {}\n", e.what());
+    return 1;
+  }
+}

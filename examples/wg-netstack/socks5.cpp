@@ -1,0 +1,291 @@
+// SOCKS5 server: one coroutine per client on the Stack's thread.
+#include "socks5.hpp"
+
+#include <boost/asio/read.hpp>
+
+#include <cstring>
+
+#include "wg/crypto.hpp"
+#include "wg/log.hpp"
+
+namespace wgns {
+namespace {
+
+constexpr uint8_t kVersion = 5;
+constexpr uint8_t kMethodNone = 0, kMethodUserPass = 2, kMethodRefused = 0xff;
+constexpr uint8_t kCmdConnect = 1, kCmdBind = 2, kCmdUdpAssociate = 3;
+constexpr uint8_t kAtypV4 = 1, kAtypName = 3, kAtypV6 = 4;
+
+// Constant-time comparison of secrets of any length: compare their hashes.
+bool secret_equal(const std::string& a, const std::string& b) {
+  uint8_t ha[wg::kHashLen], hb[wg::kHashLen];
+  wg::crypto::hash(ha, {reinterpret_cast<const uint8_t*>(a.data()), a.size()});
+  wg::crypto::hash(hb, {reinterpret_cast<const uint8_t*>(b.data()), b.size()});
+  return wg::ct_equal(ha, hb, sizeof ha);
+}
+
+struct Target {
+  std::string host;  // literal or name
+  uint16_t port = 0;
+};
+
+// Appends ATYP + address + port for an endpoint.
+void put_address(std::vector<uint8_t>& out, const wg::IpAddress& a, uint16_t port) {
+  out.push_back(a.is_v6() ? kAtypV6 : kAtypV4);
+  out.insert(out.end(), a.bytes.begin(), a.bytes.begin() + static_cast<std::ptrdiff_t>(a.size()));
+  out.push_back(static_cast<uint8_t>(port >> 8));
+  out.push_back(static_cast<uint8_t>(port));
+}
+
+wg::IpAddress from_asio(const asio::ip::address& a) {
+  if (a.is_v4()) {
+    auto b = a.to_v4().to_bytes();
+    return wg::IpAddress::v4(b.data());
+  }
+  auto b = a.to_v6().to_bytes();
+  return wg::IpAddress::v6(b.data());
+}
+
+wg::IpAddress unspecified_v4() {
+  wg::IpAddress a;
+  a.family = 4;
+  return a;
+}
+
+awaitable<void> reply(tcp::socket& s, SocksReply code, const wg::IpAddress& bound = unspecified_v4(),
+                      uint16_t port = 0) {
+  std::vector<uint8_t> r{kVersion, static_cast<uint8_t>(code), 0};
+  put_address(r, bound, port);
+  co_await asio::async_write(s, asio::buffer(r), kTry);
+}
+
+// Reads ATYP + address + port; nullopt with *bad_type set for an unknown ATYP.
+awaitable<std::optional<Target>> read_target(tcp::socket& s, bool& bad_type) {
+  uint8_t atyp;
+  auto [ec, n] = co_await asio::async_read(s, asio::buffer(&atyp, 1), kTry);
+  if (ec) co_return std::nullopt;
+  Target t;
+  uint8_t buf[256];
+  if (atyp == kAtypV4 || atyp == kAtypV6) {
+    size_t len = atyp == kAtypV4 ? 4 : 16;
+    std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(buf, len), kTry);
+    if (ec) co_return std::nullopt;
+    t.host = (atyp == kAtypV4 ? wg::IpAddress::v4(buf) : wg::IpAddress::v6(buf)).to_string();
+  } else if (atyp == kAtypName) {
+    uint8_t len;
+    std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(&len, 1), kTry);
+    if (ec || len == 0) co_return std::nullopt;
+    std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(buf, len), kTry);
+    if (ec) co_return std::nullopt;
+    t.host.assign(reinterpret_cast<char*>(buf), len);
+  } else {
+    bad_type = true;
+    co_return std::nullopt;
+  }
+  uint8_t port[2];
+  std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(port, 2), kTry);
+  if (ec) co_return std::nullopt;
+  t.port = static_cast<uint16_t>(port[0] << 8 | port[1]);
+  co_return t;
+}
+
+awaitable<bool> negotiate(Context& ctx, tcp::socket& s) {
+  uint8_t head[2];
+  auto [ec, n] = co_await asio::async_read(s, asio::buffer(head), kTry);
+  if (ec || head[0] != kVersion || head[1] == 0) co_return false;
+  uint8_t methods[255];
+  std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(methods, head[1]), kTry);
+  if (ec) co_return false;
+  uint8_t want = ctx.user.empty() ? kMethodNone : kMethodUserPass;
+  bool offered = std::find(methods, methods + head[1], want) != methods + head[1];
+  uint8_t choice[2] = {kVersion, offered ? want : kMethodRefused};
+  co_await asio::async_write(s, asio::buffer(choice), kTry);
+  if (!offered) co_return false;
+  if (want == kMethodNone) co_return true;
+
+  // RFC 1929: VER=1 ULEN UNAME PLEN PASSWD
+  uint8_t ver_len[2];
+  std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(ver_len), kTry);
+  if (ec || ver_len[0] != 1) co_return false;
+  std::string user(ver_len[1], '\0'), pass;
+  if (ver_len[1]) std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(user), kTry);
+  uint8_t plen = 0;
+  if (!ec) std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(&plen, 1), kTry);
+  pass.resize(plen);
+  if (!ec && plen) std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(pass), kTry);
+  if (ec) co_return false;
+  bool ok = secret_equal(user, ctx.user) & secret_equal(pass, ctx.password);
+  wg::secure_wipe(pass.data(), pass.size());
+  uint8_t status[2] = {1, static_cast<uint8_t>(ok ? 0 : 1)};
+  co_await asio::async_write(s, asio::buffer(status), kTry);
+  co_return ok;
+}
+
+// --- UDP ASSOCIATE ---
+
+// Parses a client datagram: RSV(2) FRAG ATYP DST.ADDR DST.PORT DATA.
+bool parse_udp_header(const uint8_t* p, size_t n, Target& t, size_t& header_len) {
+  if (n < 4 || p[0] != 0 || p[1] != 0 || p[2] != 0) return false;  // fragments unsupported: drop
+  size_t off = 4;
+  if (p[3] == kAtypV4 || p[3] == kAtypV6) {
+    size_t len = p[3] == kAtypV4 ? 4 : 16;
+    if (n < off + len + 2) return false;
+    t.host = (len == 4 ? wg::IpAddress::v4(p + off) : wg::IpAddress::v6(p + off)).to_string();
+    off += len;
+  } else if (p[3] == kAtypName) {
+    if (n < off + 1 || p[off] == 0 || n < off + 1 + p[off] + 2) return false;
+    t.host.assign(reinterpret_cast<const char*>(p + off + 1), p[off]);
+    off += 1 + p[off];
+  } else {
+    return false;
+  }
+  t.port = static_cast<uint16_t>(p[off] << 8 | p[off + 1]);
+  header_len = off + 2;
+  return true;
+}
+
+awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& requested) {
+  // The relay listens on the address the client reached us on.
+  error_code ec;
+  auto local = control.local_endpoint(ec);
+  if (ec) co_return;
+  udp::socket relay(control.get_executor());
+  relay.open(local.address().is_v4() ? udp::v4() : udp::v6(), ec);
+  if (!ec) relay.bind(udp::endpoint(local.address(), 0), ec);
+  if (ec) {
+    co_await reply(control, SocksReply::general_failure);
+    co_return;
+  }
+  netstack::UdpSocket tunnel = ctx.stack.listen_udp({}, ec);
+  if (ec) {
+    co_await reply(control, SocksReply::general_failure);
+    co_return;
+  }
+  auto bound = relay.local_endpoint();
+  co_await reply(control, SocksReply::succeeded, from_asio(bound.address()), bound.port());
+
+  // The client's UDP source: the one it announced, else the first datagram's, and only
+  // from the control connection's address.
+  auto client_addr = control.remote_endpoint(ec).address();
+  std::optional<udp::endpoint> client;
+  if (requested.port != 0) {
+    auto announced = asio::ip::make_address(requested.host, ec);
+    if (!ec && !announced.is_unspecified()) client = udp::endpoint(announced, requested.port);
+  }
+  bool done = false;
+
+  auto client_to_tunnel = [&]() -> awaitable<void> {
+    std::vector<uint8_t> buf(65535);
+    while (!done) {
+      udp::endpoint from;
+      auto [rec, n] = co_await relay.async_receive_from(asio::buffer(buf), from, kTry);
+      if (rec) break;
+      if (from.address() != client_addr) continue;
+      if (client && *client != from) continue;
+      if (!client) client = from;
+      Target t;
+      size_t hl;
+      if (!parse_udp_header(buf.data(), n, t, hl)) continue;
+      auto [rerr, addrs] = co_await ctx.stack.async_resolve(t.host, kTry);
+      if (rerr || addrs.empty()) continue;
+      ctx.metrics.udp_datagrams.fetch_add(1);
+      co_await tunnel.async_send_to(asio::buffer(buf.data() + hl, n - hl), netstack::Endpoint{addrs.front(), t.port},
+                                    kTry);
+    }
+  };
+  auto tunnel_to_client = [&]() -> awaitable<void> {
+    std::vector<uint8_t> buf(65535);
+    while (!done) {
+      netstack::Endpoint from;
+      auto [rec, n] = co_await tunnel.async_receive_from(asio::buffer(buf), from, kTry);
+      if (rec) break;
+      if (!client) continue;
+      std::vector<uint8_t> out{0, 0, 0};
+      put_address(out, from.addr, from.port);
+      out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+      ctx.metrics.udp_datagrams.fetch_add(1);
+      co_await relay.async_send_to(asio::buffer(out), *client, kTry);
+    }
+  };
+  // The association lives as long as the control connection.
+  auto watch_control = [&]() -> awaitable<void> {
+    uint8_t b[256];
+    for (;;) {
+      auto [rec, n] = co_await control.async_read_some(asio::buffer(b), kTry);
+      if (rec) break;
+    }
+    done = true;
+    relay.close(ec);
+    tunnel.close();
+  };
+  using namespace asio::experimental::awaitable_operators;
+  co_await (client_to_tunnel() && tunnel_to_client() && watch_control());
+}
+
+awaitable<void> serve_client(Context& ctx, tcp::socket s) {
+  ctx.metrics.connections_total.fetch_add(1);
+  ctx.metrics.connections_active.fetch_add(1);
+  struct Active {
+    Metrics& m;
+    ~Active() { m.connections_active.fetch_sub(1); }
+  } active{ctx.metrics};
+
+  if (!co_await negotiate(ctx, s)) co_return;
+  uint8_t head[3];
+  auto [ec, n] = co_await asio::async_read(s, asio::buffer(head), kTry);
+  if (ec || head[0] != kVersion) co_return;
+  bool bad_type = false;
+  auto target = co_await read_target(s, bad_type);
+  if (!target) {
+    if (bad_type) co_await reply(s, SocksReply::address_type_not_supported);
+    co_return;
+  }
+  switch (head[1]) {
+    case kCmdConnect: {
+      auto [derr, stream] = co_await dial_host(ctx, target->host, target->port);
+      if (derr) {
+        ctx.metrics.connections_failed.fetch_add(1);
+        wg::log::verbose("socks5: {}:{}: {}", target->host, target->port, derr.message());
+        co_await reply(s, socks_reply_for(derr));
+        co_return;
+      }
+      auto local = stream.local_endpoint();
+      co_await reply(s, SocksReply::succeeded, local.addr, local.port);
+      co_await relay(s, stream);
+      co_return;
+    }
+    case kCmdUdpAssociate:
+      co_await udp_associate(ctx, s, *target);
+      co_return;
+    case kCmdBind:
+    default:
+      co_await reply(s, SocksReply::command_not_supported);
+      co_return;
+  }
+}
+
+}  // namespace
+
+SocksReply socks_reply_for(const error_code& ec) {
+  namespace e = asio::error;
+  if (ec == e::connection_refused) return SocksReply::connection_refused;
+  if (ec == e::host_unreachable || ec == e::host_not_found || ec == e::no_data ||
+      ec == e::host_not_found_try_again)
+    return SocksReply::host_unreachable;
+  if (ec == e::network_unreachable) return SocksReply::network_unreachable;
+  if (ec == e::timed_out) return SocksReply::ttl_expired;  // no answer in time
+  if (ec == e::invalid_argument) return SocksReply::address_type_not_supported;
+  return SocksReply::general_failure;
+}
+
+awaitable<void> socks5_server(Context& ctx, tcp::acceptor& acceptor) {
+  for (;;) {
+    auto [ec, s] = co_await acceptor.async_accept(kTry);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) continue;
+    s.set_option(tcp::no_delay(true), ec);
+    asio::co_spawn(acceptor.get_executor(), serve_client(ctx, std::move(s)), asio::detached);
+  }
+}
+
+}  // namespace wgns

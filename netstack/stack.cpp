@@ -1,0 +1,301 @@
+// The Stack: lwIP's thread and timers, the netif that joins lwIP to the WireGuard
+// device, and the batched packet queues between the two.
+#include <cstring>
+
+#include "netstack/stack_impl.hpp"
+#include "wg/log.hpp"
+
+extern "C" {
+#include "lwip/init.h"
+#include "lwip/def.h"
+#include "lwip/ip.h"
+#include "lwip/timeouts.h"
+
+// lwIP's clock (LWIP_TIMERS with NO_SYS): milliseconds of a monotonic clock.
+u32_t sys_now(void) {
+  using namespace std::chrono;
+  return static_cast<u32_t>(duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count());
+}
+}
+
+namespace netstack {
+namespace detail {
+namespace {
+
+std::atomic<bool> g_stack_exists{false};
+constexpr size_t kOutQueueLimit = 8192;  // packets lwIP produced that WireGuard has not read
+constexpr size_t kInQueueLimit = 8192;
+
+}  // namespace
+
+ip_addr_t to_lwip(const wg::IpAddress& a) {
+  ip_addr_t out;
+  std::memset(&out, 0, sizeof out);
+  if (a.is_v4()) {
+    IP_SET_TYPE_VAL(out, IPADDR_TYPE_V4);
+    std::memcpy(&ip_2_ip4(&out)->addr, a.bytes.data(), 4);
+  } else {
+    IP_SET_TYPE_VAL(out, IPADDR_TYPE_V6);
+    std::memcpy(ip_2_ip6(&out)->addr, a.bytes.data(), 16);
+  }
+  return out;
+}
+
+wg::IpAddress from_lwip(const ip_addr_t& a) {
+  if (IP_IS_V4_VAL(a)) return wg::IpAddress::v4(reinterpret_cast<const uint8_t*>(&ip_2_ip4(&a)->addr));
+  return wg::IpAddress::v6(reinterpret_cast<const uint8_t*>(ip_2_ip6(&a)->addr));
+}
+
+StackImpl::StackImpl(const StackOptions& o)
+    : options(o), work_(io_.get_executor()), timer_(io_) {
+  // lwIP's globals (and its timer list) are initialised once per process.
+  static std::once_flag lwip_once;
+  std::call_once(lwip_once, [] { lwip_init(); });
+  ip4_addr_t addr4{}, mask4{}, gw4{};
+  for (auto& p : options.addresses) {
+    if (!p.addr.is_v4()) continue;
+    std::memcpy(&addr4.addr, p.addr.bytes.data(), 4);
+    uint32_t m = p.bits == 0 ? 0 : lwip_htonl(~0u << (32 - p.bits));
+    mask4.addr = m;
+    break;
+  }
+  netif_add(&nif_, &addr4, &mask4, &gw4, this, &StackImpl::netif_init, ip_input);
+  for (auto& p : options.addresses) {
+    if (!p.addr.is_v6()) continue;
+    ip6_addr_t a6;
+    std::memcpy(a6.addr, p.addr.bytes.data(), 16);
+    ip6_addr_clear_zone(&a6);
+    s8_t idx = -1;
+    if (netif_add_ip6_address(&nif_, &a6, &idx) == ERR_OK && idx >= 0)
+      netif_ip6_addr_set_state(&nif_, idx, IP6_ADDR_PREFERRED);
+  }
+  // WireGuard authenticated every byte: skip inbound checksum checks, always generate.
+  NETIF_SET_CHECKSUM_CTRL(&nif_, NETIF_CHECKSUM_GEN_IP | NETIF_CHECKSUM_GEN_UDP | NETIF_CHECKSUM_GEN_TCP |
+                                     NETIF_CHECKSUM_GEN_ICMP | NETIF_CHECKSUM_GEN_ICMP6);
+  netif_set_default(&nif_);
+  netif_set_link_up(&nif_);
+  netif_set_up(&nif_);
+
+  schedule_timers();
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+StackImpl::~StackImpl() {
+  close();
+  call([this] {
+    timer_.cancel();
+    netif_remove(&nif_);
+  });
+  work_.reset();
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+  g_stack_exists = false;
+}
+
+err_t StackImpl::netif_init(netif* n) {
+  auto* self = static_cast<StackImpl*>(n->state);
+  n->name[0] = 'w';
+  n->name[1] = 'g';
+  n->mtu = static_cast<u16_t>(self->options.mtu);
+  n->output = &StackImpl::output4;
+  n->output_ip6 = &StackImpl::output6;
+  n->flags = NETIF_FLAG_LINK_UP;
+  return ERR_OK;
+}
+
+err_t StackImpl::output4(netif* n, pbuf* p, const ip4_addr_t*) { return static_cast<StackImpl*>(n->state)->output(p); }
+err_t StackImpl::output6(netif* n, pbuf* p, const ip6_addr_t*) { return static_cast<StackImpl*>(n->state)->output(p); }
+
+// lwIP emits a packet: copy it out for WireGuard's reader.
+err_t StackImpl::output(pbuf* p) {
+  std::unique_lock lock(out_mu_);
+  if (closed_) return ERR_IF;
+  if (out_q_.size() >= kOutQueueLimit) {
+    dropped.fetch_add(1, std::memory_order_relaxed);
+    return ERR_OK;  // like a full NIC queue: TCP recovers
+  }
+  std::vector<uint8_t> pkt;
+  if (!out_free_.empty()) {
+    pkt = std::move(out_free_.back());
+    out_free_.pop_back();
+  }
+  pkt.resize(p->tot_len);
+  pbuf_copy_partial(p, pkt.data(), p->tot_len, 0);
+  out_q_.push_back(std::move(pkt));
+  lock.unlock();
+  out_cv_.notify_one();
+  packets_out.fetch_add(1, std::memory_order_relaxed);
+  bytes_out.fetch_add(p->tot_len, std::memory_order_relaxed);
+  return ERR_OK;
+}
+
+size_t StackImpl::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                       std::error_code& ec) {
+  std::unique_lock lock(out_mu_);
+  out_cv_.wait(lock, [&] { return closed_ || !out_q_.empty(); });
+  if (closed_) {
+    ec = std::make_error_code(std::errc::operation_canceled);
+    return 0;
+  }
+  size_t n = 0;
+  while (n < bufs.size() && !out_q_.empty()) {
+    auto& pkt = out_q_.front();
+    size_t len = std::min(pkt.size(), bufs[n].size() - offset);
+    std::memcpy(bufs[n].data() + offset, pkt.data(), len);
+    sizes[n++] = len;
+    if (out_free_.size() < 256) out_free_.push_back(std::move(pkt));
+    out_q_.pop_front();
+  }
+  ec.clear();
+  return n;
+}
+
+size_t StackImpl::write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) {
+  bool schedule = false;
+  size_t accepted = 0;
+  {
+    std::lock_guard lock(in_mu_);
+    if (closed_) {
+      ec = std::make_error_code(std::errc::operation_canceled);
+      return 0;
+    }
+    for (auto& b : bufs) {
+      if (in_q_.size() >= kInQueueLimit) {
+        dropped.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      std::vector<uint8_t> pkt;
+      if (!in_free_.empty()) {
+        pkt = std::move(in_free_.back());
+        in_free_.pop_back();
+      }
+      pkt.assign(b.begin() + static_cast<std::ptrdiff_t>(offset), b.end());
+      in_q_.push_back(std::move(pkt));
+      ++accepted;
+    }
+    if (!in_scheduled_ && !in_q_.empty()) schedule = in_scheduled_ = true;
+  }
+  // One hop to the Stack's thread per batch, not per packet.
+  if (schedule) asio::post(io_, [this] { drain_inbound(); });
+  ec.clear();
+  return accepted;
+}
+
+void StackImpl::drain_inbound() {
+  std::deque<std::vector<uint8_t>> batch;
+  {
+    std::lock_guard lock(in_mu_);
+    batch.swap(in_q_);
+    in_scheduled_ = false;
+  }
+  for (auto& pkt : batch) {
+    if (pkt.empty() || pkt.size() > 0xffff) continue;
+    pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(pkt.size()), PBUF_RAM);
+    if (!p) {
+      dropped.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    pbuf_take(p, pkt.data(), static_cast<u16_t>(pkt.size()));
+    packets_in.fetch_add(1, std::memory_order_relaxed);
+    bytes_in.fetch_add(pkt.size(), std::memory_order_relaxed);
+    if (nif_.input(p, &nif_) != ERR_OK) pbuf_free(p);
+  }
+  std::lock_guard lock(in_mu_);
+  for (auto& pkt : batch)
+    if (in_free_.size() < 256) in_free_.push_back(std::move(pkt));
+}
+
+// lwIP's timers (TCP fast/slow, reassembly, ND): run them and sleep until the next one,
+// never longer than 50 ms so timers armed by new activity are not late by more.
+void StackImpl::schedule_timers() {
+  sys_check_timeouts();
+  u32_t sleep = sys_timeouts_sleeptime();
+  if (sleep > 50) sleep = 50;
+  timer_.expires_after(std::chrono::milliseconds(sleep));
+  timer_.async_wait([this](const error_code& ec) {
+    if (!ec) schedule_timers();
+  });
+}
+
+void StackImpl::close() {
+  {
+    std::lock_guard lock(out_mu_);
+    closed_ = true;
+  }
+  {
+    std::lock_guard lock(in_mu_);
+  }
+  out_cv_.notify_all();
+}
+
+bool StackImpl::routable(const wg::IpAddress& a) {
+  std::lock_guard lock(config_mu);
+  return !route_check || route_check(a);
+}
+
+}  // namespace detail
+
+std::string Endpoint::to_string() const {
+  return addr.is_v6() ? "[" + addr.to_string() + "]:" + std::to_string(port)
+                      : addr.to_string() + ":" + std::to_string(port);
+}
+
+std::unique_ptr<Stack> Stack::create(const StackOptions& options, std::error_code& ec) {
+  bool expected = false;
+  if (!detail::g_stack_exists.compare_exchange_strong(expected, true)) {
+    ec = std::make_error_code(std::errc::device_or_resource_busy);
+    return nullptr;
+  }
+  if (options.mtu < 1280 || options.mtu > 65535) {
+    detail::g_stack_exists = false;
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return nullptr;
+  }
+  ec.clear();
+  return std::unique_ptr<Stack>(new Stack(std::make_unique<detail::StackImpl>(options)));
+}
+
+Stack::Stack(std::unique_ptr<detail::StackImpl> impl) : impl_(std::move(impl)) {}
+Stack::~Stack() = default;
+
+size_t Stack::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                   std::error_code& ec) {
+  return impl_->read(bufs, sizes, offset, ec);
+}
+
+size_t Stack::write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) {
+  return impl_->write(bufs, offset, ec);
+}
+
+int Stack::mtu() const { return impl_->options.mtu; }
+
+void Stack::set_event_handler(std::function<void(tun::Event)> handler) {
+  {
+    std::lock_guard lock(impl_->config_mu);
+    impl_->event_handler = handler;
+  }
+  // The netstack is always up.
+  if (handler) handler(tun::Event::up);
+}
+
+void Stack::close() { impl_->close(); }
+Executor Stack::get_executor() { return impl_->executor(); }
+const StackOptions& Stack::options() const { return impl_->options; }
+
+void Stack::set_route_check(std::function<bool(const wg::IpAddress&)> check) {
+  std::lock_guard lock(impl_->config_mu);
+  impl_->route_check = std::move(check);
+}
+
+Stack::Counters Stack::counters() const {
+  Counters c;
+  c.tcp_active = impl_->tcp_active.load();
+  c.packets_in = impl_->packets_in.load();
+  c.packets_out = impl_->packets_out.load();
+  c.bytes_in = impl_->bytes_in.load();
+  c.bytes_out = impl_->bytes_out.load();
+  c.dropped = impl_->dropped.load();
+  return c;
+}
+
+}  // namespace netstack

@@ -1,0 +1,234 @@
+// netstack::Stack: an in-process TCP/IP stack (lwIP, with SACK and window scaling) that
+// is a tun::Device under the WireGuard core, and the dialer API on top of it: TCP
+// streams and listeners, UDP sockets, ping and DNS through the tunnel.
+//
+// lwIP keeps all its state in globals: one Stack per process. lwIP runs on the Stack's
+// own thread, driven by an Asio io_context (get_executor()); every socket operation runs
+// there and completes on the handler's associated executor (the Stack's by default).
+// Async operations take Asio completion tokens (callbacks, use_awaitable, use_future,
+// deferred); blocking helpers exist for simple programs and must not be called from the
+// Stack's thread.
+#pragma once
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tun/device.hpp"
+#include "wg/ip.hpp"
+
+namespace netstack {
+
+namespace asio = boost::asio;
+using error_code = boost::system::error_code;
+using Executor = asio::io_context::executor_type;
+
+struct Endpoint {
+  wg::IpAddress addr;
+  uint16_t port = 0;
+  std::string to_string() const;
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
+};
+
+namespace detail {
+struct TcpConn;
+struct TcpListen;
+struct UdpConn;
+class StackImpl;
+}  // namespace detail
+
+// A TCP connection. Models Asio's AsyncReadStream and AsyncWriteStream. Reads hand the
+// window back to the peer only as the application consumes bytes, and writes complete
+// only when lwIP took the bytes: a slow side slows the other, memory stays bounded.
+// Errors: asio::error::eof (peer closed), connection_reset, connection_refused,
+// timed_out, host_unreachable, operation_aborted (closed locally).
+class TcpStream {
+public:
+  using executor_type = Executor;
+
+  TcpStream() = default;
+  explicit TcpStream(std::shared_ptr<detail::TcpConn> c);
+  TcpStream(TcpStream&&) noexcept = default;
+  TcpStream& operator=(TcpStream&&) noexcept;
+  ~TcpStream();
+
+  executor_type get_executor() const;
+  bool is_open() const { return conn_ != nullptr; }
+  Endpoint local_endpoint() const;
+  Endpoint remote_endpoint() const;
+
+  template <class MutableBufferSequence, class Token>
+  auto async_read_some(const MutableBufferSequence& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, size_t)>(
+        [this](auto handler, asio::mutable_buffer b) { read_impl(b, std::move(handler)); }, token,
+        first_buffer(buffers));
+  }
+  template <class ConstBufferSequence, class Token>
+  auto async_write_some(const ConstBufferSequence& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, size_t)>(
+        [this](auto handler, asio::const_buffer b) { write_impl(b, std::move(handler)); }, token,
+        first_buffer(buffers));
+  }
+
+  // Sends FIN after queued data; reading stays possible.
+  void shutdown_send();
+  // Closes gracefully (FIN); pending operations complete with operation_aborted.
+  void close();
+  // Resets the connection (RST).
+  void abort();
+
+  // Blocking helpers (not on the Stack's thread).
+  size_t read_some(asio::mutable_buffer b, error_code& ec);
+  size_t write_all(asio::const_buffer b, error_code& ec);
+
+private:
+  template <class Seq>
+  static auto first_buffer(const Seq& s) {
+    for (auto it = asio::buffer_sequence_begin(s); it != asio::buffer_sequence_end(s); ++it)
+      if (asio::buffer_size(*it) > 0) return *it;
+    return *asio::buffer_sequence_begin(s);
+  }
+  void read_impl(asio::mutable_buffer b, asio::any_completion_handler<void(error_code, size_t)> h);
+  void write_impl(asio::const_buffer b, asio::any_completion_handler<void(error_code, size_t)> h);
+
+  std::shared_ptr<detail::TcpConn> conn_;
+};
+
+class TcpListener {
+public:
+  TcpListener() = default;
+  explicit TcpListener(std::shared_ptr<detail::TcpListen> l) : l_(std::move(l)) {}
+  TcpListener(TcpListener&&) noexcept = default;
+  TcpListener& operator=(TcpListener&&) noexcept = default;
+  ~TcpListener();
+
+  template <class Token>
+  auto async_accept(Token&& token) {
+    return asio::async_initiate<Token, void(error_code, TcpStream)>(
+        [this](auto handler) { accept_impl(std::move(handler)); }, token);
+  }
+  TcpStream accept(error_code& ec);  // blocking
+  Endpoint local_endpoint() const;
+  void close();
+
+private:
+  void accept_impl(asio::any_completion_handler<void(error_code, TcpStream)> h);
+  std::shared_ptr<detail::TcpListen> l_;
+};
+
+// A UDP socket; a dialed one has a default remote for send/receive.
+class UdpSocket {
+public:
+  UdpSocket() = default;
+  explicit UdpSocket(std::shared_ptr<detail::UdpConn> u) : u_(std::move(u)) {}
+  UdpSocket(UdpSocket&&) noexcept = default;
+  UdpSocket& operator=(UdpSocket&&) noexcept = default;
+  ~UdpSocket();
+
+  template <class Token>
+  auto async_send_to(asio::const_buffer b, const Endpoint& to, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, size_t)>(
+        [this](auto handler, asio::const_buffer buf, Endpoint ep) { send_impl(buf, ep, std::move(handler)); },
+        token, b, to);
+  }
+  // Receives one datagram (truncated to the buffer); `from` must outlive the operation.
+  template <class Token>
+  auto async_receive_from(asio::mutable_buffer b, Endpoint& from, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, size_t)>(
+        [this, &from](auto handler, asio::mutable_buffer buf) { receive_impl(buf, &from, std::move(handler)); },
+        token, b);
+  }
+  Endpoint local_endpoint() const;
+  void close();
+  bool is_open() const { return u_ != nullptr; }
+
+private:
+  void send_impl(asio::const_buffer b, Endpoint to, asio::any_completion_handler<void(error_code, size_t)> h);
+  void receive_impl(asio::mutable_buffer b, Endpoint* from,
+                    asio::any_completion_handler<void(error_code, size_t)> h);
+  std::shared_ptr<detail::UdpConn> u_;
+};
+
+struct StackOptions {
+  std::vector<wg::IpPrefix> addresses;    // the tunnel addresses of this host (Address=)
+  int mtu = 1420;
+  std::vector<wg::IpAddress> dns_servers;  // DNS= of the config, reached through the tunnel
+  size_t max_tcp_connections = 16384;
+  size_t udp_queue = 512;                   // datagrams queued per UDP socket before dropping
+  std::chrono::milliseconds dial_timeout{30000};
+};
+
+class Stack final : public tun::Device {
+public:
+  // Fails with errc::device_or_resource_busy if this process already has a Stack.
+  static std::unique_ptr<Stack> create(const StackOptions& options, std::error_code& ec);
+  ~Stack() override;
+
+  // --- tun::Device (used by wg::Device) ---
+  size_t read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+              std::error_code& ec) override;
+  size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) override;
+  size_t batch_size() const override { return 128; }
+  int mtu() const override;
+  void set_event_handler(std::function<void(tun::Event)> handler) override;
+  void close() override;
+
+  Executor get_executor();
+  const StackOptions& options() const;
+  // A destination check consulted before dialing (wg-netstack passes the device's
+  // allowed IPs): false → host_unreachable at once instead of a SYN into the void.
+  void set_route_check(std::function<bool(const wg::IpAddress&)> check);
+
+  // --- dialer ---
+  template <class Token>
+  auto async_dial_tcp(const Endpoint& to, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, TcpStream)>(
+        [this](auto handler, Endpoint ep) { dial_tcp_impl(ep, std::move(handler)); }, token, to);
+  }
+  TcpListener listen_tcp(const Endpoint& local, error_code& ec, int backlog = 128);
+  UdpSocket listen_udp(const Endpoint& local, error_code& ec);
+  UdpSocket dial_udp(const Endpoint& remote, error_code& ec);
+  // ICMP or ICMPv6 echo; completes with the round-trip time.
+  template <class Token>
+  auto async_ping(const wg::IpAddress& to, std::chrono::milliseconds timeout, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, std::chrono::nanoseconds)>(
+        [this](auto handler, wg::IpAddress a, std::chrono::milliseconds t) { ping_impl(a, t, std::move(handler)); },
+        token, to, timeout);
+  }
+  // A and AAAA through the tunnel to the configured DNS servers (UDP, TCP if truncated).
+  // A literal address resolves to itself.
+  template <class Token>
+  auto async_resolve(const std::string& host, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, std::vector<wg::IpAddress>)>(
+        [this](auto handler, std::string h) { resolve_impl(std::move(h), std::move(handler)); }, token, host);
+  }
+
+  // Blocking helpers (not on the Stack's thread).
+  TcpStream dial_tcp(const Endpoint& to, error_code& ec);
+  std::vector<wg::IpAddress> resolve(const std::string& host, error_code& ec);
+  std::chrono::nanoseconds ping(const wg::IpAddress& to, std::chrono::milliseconds timeout, error_code& ec);
+
+  struct Counters {
+    uint64_t tcp_active = 0;
+    uint64_t packets_in = 0, packets_out = 0, bytes_in = 0, bytes_out = 0, dropped = 0;
+  };
+  Counters counters() const;
+
+private:
+  explicit Stack(std::unique_ptr<detail::StackImpl> impl);
+  void dial_tcp_impl(Endpoint to, asio::any_completion_handler<void(error_code, TcpStream)> h);
+  void ping_impl(wg::IpAddress to, std::chrono::milliseconds timeout,
+                 asio::any_completion_handler<void(error_code, std::chrono::nanoseconds)> h);
+  void resolve_impl(std::string host,
+                    asio::any_completion_handler<void(error_code, std::vector<wg::IpAddress>)> h);
+  std::unique_ptr<detail::StackImpl> impl_;
+};
+
+}  // namespace netstack

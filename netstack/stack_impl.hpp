@@ -1,0 +1,188 @@
+// Internals of netstack::Stack shared by stack.cpp, tcp.cpp, udp.cpp and resolve.cpp.
+// Everything here runs on the Stack's thread unless a comment says otherwise.
+#pragma once
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "netstack/stack.hpp"
+
+extern "C" {
+#include "lwip/ip_addr.h"
+#include "lwip/netif.h"
+#include "lwip/pbuf.h"
+#include "lwip/tcp.h"
+#include "lwip/udp.h"
+}
+
+namespace netstack::detail {
+
+using ReadHandler = asio::any_completion_handler<void(error_code, size_t)>;
+
+// Completes a handler on its associated executor, never inline: lwIP callbacks must not
+// re-enter user code. (Asio 1.26 cannot post to an any_completion_executor, so the hop
+// is a post to the Stack's executor followed by a dispatch to the handler's.)
+template <class Handler, class... Args>
+void complete(Executor stack, Handler&& h, Args&&... args) {
+  asio::post(stack, [stack, h = std::forward<Handler>(h),
+                     ... a = std::forward<Args>(args)]() mutable {
+    auto ex = asio::get_associated_executor(h, stack);
+    asio::dispatch(ex, asio::append(std::move(h), std::move(a)...));
+  });
+}
+
+// For operations on a closed (moved-from) object, which has no Stack to post to.
+template <class Handler, class... Args>
+void complete_now(Handler&& h, Args&&... args) {
+  auto ex = asio::get_associated_executor(h);
+  asio::dispatch(ex, asio::append(std::forward<Handler>(h), std::forward<Args>(args)...));
+}
+
+ip_addr_t to_lwip(const wg::IpAddress& a);
+wg::IpAddress from_lwip(const ip_addr_t& a);
+
+class StackImpl {
+public:
+  explicit StackImpl(const StackOptions& o);
+  ~StackImpl();
+
+  Executor executor() { return io_.get_executor(); }
+  bool on_stack_thread() { return io_.get_executor().running_in_this_thread(); }
+
+  // Runs f on the Stack's thread and waits for its result (inline if already there).
+  template <class F>
+  auto call(F&& f) -> decltype(f()) {
+    if (on_stack_thread()) return f();
+    std::packaged_task<decltype(f())()> task(std::forward<F>(f));
+    auto fut = task.get_future();
+    asio::post(io_, [&task] { task(); });
+    return fut.get();
+  }
+
+  bool routable(const wg::IpAddress& a);
+
+  // --- tun::Device side (any thread) ---
+  size_t read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset, std::error_code& ec);
+  size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec);
+  void close();
+
+  StackOptions options;
+  asio::io_context io_;
+  netif nif_{};
+  std::atomic<uint64_t> tcp_active{0};
+  std::atomic<uint64_t> packets_in{0}, packets_out{0}, bytes_in{0}, bytes_out{0}, dropped{0};
+
+  std::mutex config_mu;
+  std::function<bool(const wg::IpAddress&)> route_check;
+  std::function<void(tun::Event)> event_handler;
+
+private:
+  static err_t netif_init(netif* n);
+  static err_t output4(netif* n, pbuf* p, const ip4_addr_t* dst);
+  static err_t output6(netif* n, pbuf* p, const ip6_addr_t* dst);
+  err_t output(pbuf* p);
+  void drain_inbound();
+  void schedule_timers();
+
+  asio::executor_work_guard<Executor> work_;
+  asio::steady_timer timer_;
+  std::thread thread_;
+
+  // lwIP → WireGuard: packets waiting for Device::read. Bounded; dropped when full.
+  std::mutex out_mu_;
+  std::condition_variable out_cv_;
+  std::deque<std::vector<uint8_t>> out_q_;
+  std::vector<std::vector<uint8_t>> out_free_;
+  bool closed_ = false;
+
+  // WireGuard → lwIP: packets waiting for the Stack's thread.
+  std::mutex in_mu_;
+  std::deque<std::vector<uint8_t>> in_q_;
+  std::vector<std::vector<uint8_t>> in_free_;
+  bool in_scheduled_ = false;
+};
+
+// --- TCP (tcp.cpp) ---
+struct TcpConn : std::enable_shared_from_this<TcpConn> {
+  explicit TcpConn(StackImpl& s) : s(s), connect_timer(s.io_) {}
+  ~TcpConn();
+
+  void attach(tcp_pcb* p);  // installs the callbacks; takes the self-reference
+  void start_read(asio::mutable_buffer b, ReadHandler h);
+  void start_write(asio::const_buffer b, ReadHandler h);
+  void try_write();
+  void fail(error_code ec);     // pcb gone: complete everything with ec
+  void close(bool abort);       // local close
+
+  static err_t on_recv(void* arg, tcp_pcb* pcb, pbuf* p, err_t err);
+  static err_t on_sent(void* arg, tcp_pcb* pcb, u16_t len);
+  static void on_err(void* arg, err_t err);
+  static err_t on_connected(void* arg, tcp_pcb* pcb, err_t err);
+
+  StackImpl& s;
+  tcp_pcb* pcb = nullptr;
+  std::shared_ptr<TcpConn> self;  // held while lwIP has our pointer
+  // Received, not yet read: one pbuf chain per recv callback (a chain's tot_len is 16
+  // bits, so they are never concatenated), the front one read up to rx_off.
+  std::deque<pbuf*> rx;
+  size_t rx_off = 0;
+  bool rx_eof = false;
+  error_code error;
+  ReadHandler read_h;
+  asio::mutable_buffer read_buf;
+  ReadHandler write_h;
+  asio::const_buffer write_buf;
+  asio::any_completion_handler<void(error_code, TcpStream)> connect_h;
+  asio::steady_timer connect_timer;
+  bool connecting = false;
+  bool local_abort = false;
+  bool timed_out = false;
+  Endpoint local, remote;
+};
+
+struct TcpListen : std::enable_shared_from_this<TcpListen> {
+  explicit TcpListen(StackImpl& s) : s(s) {}
+  ~TcpListen();
+  void close();
+  static err_t on_accept(void* arg, tcp_pcb* newpcb, err_t err);
+
+  StackImpl& s;
+  tcp_pcb* pcb = nullptr;
+  size_t backlog = 128;
+  std::deque<std::shared_ptr<TcpConn>> pending;
+  asio::any_completion_handler<void(error_code, TcpStream)> accept_h;
+  Endpoint local;
+};
+
+// --- UDP (udp.cpp) ---
+struct UdpConn : std::enable_shared_from_this<UdpConn> {
+  explicit UdpConn(StackImpl& s) : s(s) {}
+  ~UdpConn();
+  void close();
+  static void on_recv(void* arg, udp_pcb* pcb, pbuf* p, const ip_addr_t* addr, u16_t port);
+
+  StackImpl& s;
+  udp_pcb* pcb = nullptr;
+  struct Datagram {
+    Endpoint from;
+    std::vector<uint8_t> data;
+  };
+  std::deque<Datagram> queue;
+  ReadHandler recv_h;
+  asio::mutable_buffer recv_buf;
+  Endpoint* recv_from = nullptr;
+  Endpoint local;
+  bool connected = false;
+};
+
+}  // namespace netstack::detail

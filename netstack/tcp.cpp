@@ -1,0 +1,465 @@
+// TCP over lwIP: connections with back-pressure in both directions, listeners, dialing.
+// lwIP holds a raw pointer to each TcpConn (tcp_arg); the TcpConn keeps itself alive
+// (`self`) until lwIP lets go: on close, or when lwIP reports the pcb gone (on_err).
+#include <boost/asio/error.hpp>
+
+#include <cstring>
+
+#include "netstack/stack_impl.hpp"
+
+namespace netstack {
+namespace detail {
+namespace {
+
+constexpr size_t kChunk = 0xffff;  // lwIP's u16 lengths (tcp_write, tcp_recved)
+
+Endpoint endpoint_of(const ip_addr_t& a, u16_t port) { return {from_lwip(a), port}; }
+
+}  // namespace
+
+TcpConn::~TcpConn() {
+  for (pbuf* p : rx) pbuf_free(p);
+}
+
+void TcpConn::attach(tcp_pcb* p) {
+  pcb = p;
+  self = shared_from_this();
+  s.tcp_active.fetch_add(1);
+  tcp_arg(pcb, this);
+  tcp_err(pcb, &TcpConn::on_err);
+  tcp_recv(pcb, &TcpConn::on_recv);
+  tcp_sent(pcb, &TcpConn::on_sent);
+  tcp_nagle_disable(pcb);  // request/response traffic must not wait (see PITFALLS)
+  local = endpoint_of(pcb->local_ip, pcb->local_port);
+  remote = endpoint_of(pcb->remote_ip, pcb->remote_port);
+}
+
+// Reads hand bytes to the application first, then open the window by as much.
+void TcpConn::start_read(asio::mutable_buffer b, ReadHandler h) {
+  if (read_h) {
+    complete(s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
+    return;
+  }
+  if (b.size() == 0) {
+    complete(s.executor(), std::move(h), error_code{}, size_t{0});
+    return;
+  }
+  if (!rx.empty()) {
+    auto* dst = static_cast<uint8_t*>(b.data());
+    size_t n = 0;
+    while (n < b.size() && !rx.empty()) {
+      pbuf* p = rx.front();
+      size_t take = std::min<size_t>(b.size() - n, p->tot_len - rx_off);
+      pbuf_copy_partial(p, dst + n, static_cast<u16_t>(take), static_cast<u16_t>(rx_off));
+      n += take;
+      rx_off += take;
+      if (rx_off == p->tot_len) {
+        pbuf_free(p);
+        rx.pop_front();
+        rx_off = 0;
+      }
+    }
+    for (size_t left = n; pcb && left > 0;) {
+      size_t chunk = std::min(left, kChunk);
+      tcp_recved(pcb, static_cast<u16_t>(chunk));
+      left -= chunk;
+    }
+    complete(s.executor(), std::move(h), error_code{}, n);
+    return;
+  }
+  if (error) {
+    complete(s.executor(), std::move(h), error, size_t{0});
+    return;
+  }
+  if (rx_eof) {
+    complete(s.executor(), std::move(h), error_code(asio::error::eof), size_t{0});
+    return;
+  }
+  if (!pcb) {
+    complete(s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
+    return;
+  }
+  read_buf = b;
+  read_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+}
+
+err_t TcpConn::on_recv(void* arg, tcp_pcb*, pbuf* p, err_t) {
+  auto* c = static_cast<TcpConn*>(arg);
+  if (!c) {
+    if (p) pbuf_free(p);
+    return ERR_OK;
+  }
+  if (!p) c->rx_eof = true;
+  else c->rx.push_back(p);
+  if (c->read_h) {
+    auto h = std::move(c->read_h);
+    c->read_h = nullptr;
+    c->start_read(c->read_buf, std::move(h));
+  }
+  return ERR_OK;
+}
+
+// Writes complete once lwIP has copied the bytes into its send buffer: when that buffer
+// is full the write waits for ACKs (on_sent), so a slow peer slows the writer.
+void TcpConn::start_write(asio::const_buffer b, ReadHandler h) {
+  if (write_h) {
+    complete(s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
+    return;
+  }
+  if (error || !pcb) {
+    complete(s.executor(), std::move(h), error ? error : error_code(asio::error::operation_aborted), size_t{0});
+    return;
+  }
+  if (b.size() == 0) {
+    complete(s.executor(), std::move(h), error_code{}, size_t{0});
+    return;
+  }
+  write_buf = b;
+  write_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+  try_write();
+}
+
+void TcpConn::try_write() {
+  if (!write_h || !pcb) return;
+  size_t room = pcb->snd_buf;  // tcp_sndbuf() clamps to 16 bits; the field is wider
+  size_t n = std::min({write_buf.size(), room, kChunk});
+  if (n == 0 || tcp_sndqueuelen(pcb) >= TCP_SND_QUEUELEN - 1) return;  // wait for on_sent
+  err_t err = tcp_write(pcb, write_buf.data(), static_cast<u16_t>(n), TCP_WRITE_FLAG_COPY);
+  if (err == ERR_MEM) return;  // queue full: on_sent retries
+  if (err != ERR_OK) {
+    auto h = std::move(write_h);
+    write_h = nullptr;
+    complete(s.executor(), std::move(h), error_code(asio::error::broken_pipe), size_t{0});
+    return;
+  }
+  tcp_output(pcb);
+  auto h = std::move(write_h);
+  write_h = nullptr;
+  complete(s.executor(), std::move(h), error_code{}, n);
+}
+
+err_t TcpConn::on_sent(void* arg, tcp_pcb*, u16_t) {
+  if (auto* c = static_cast<TcpConn*>(arg)) c->try_write();
+  return ERR_OK;
+}
+
+// lwIP freed the pcb (RST, retransmission timeout, or our abort).
+void TcpConn::on_err(void* arg, err_t err) {
+  auto* c = static_cast<TcpConn*>(arg);
+  if (!c) return;
+  auto keep = c->self;
+  c->pcb = nullptr;
+  error_code ec;
+  if (c->connecting) {
+    if (err == ERR_RST) ec = asio::error::connection_refused;
+    else if (c->timed_out || !c->local_abort) ec = asio::error::timed_out;
+    else ec = asio::error::operation_aborted;
+  } else {
+    if (err == ERR_RST) ec = asio::error::connection_reset;
+    else if (err == ERR_ABRT && !c->local_abort) ec = asio::error::timed_out;
+    else ec = asio::error::connection_aborted;
+  }
+  c->fail(ec);
+}
+
+void TcpConn::fail(error_code ec) {
+  if (!error) error = ec;
+  if (self) s.tcp_active.fetch_sub(1);
+  connect_timer.cancel();
+  if (connect_h) {
+    connecting = false;
+    auto h = std::move(connect_h);
+    connect_h = nullptr;
+    complete(s.executor(), std::move(h), ec, TcpStream{});
+  }
+  if (read_h) {
+    auto h = std::move(read_h);
+    read_h = nullptr;
+    // Bytes already received are still delivered before the error.
+    start_read(read_buf, std::move(h));
+  }
+  if (write_h) {
+    auto h = std::move(write_h);
+    write_h = nullptr;
+    complete(s.executor(), std::move(h), ec, size_t{0});
+  }
+  self.reset();  // may destroy *this: nothing after
+}
+
+void TcpConn::close(bool abort) {
+  if (!pcb) return;
+  tcp_pcb* p = pcb;
+  tcp_arg(p, nullptr);
+  tcp_recv(p, nullptr);
+  tcp_sent(p, nullptr);
+  tcp_err(p, nullptr);
+  pcb = nullptr;
+  if (abort || tcp_close(p) != ERR_OK) tcp_abort(p);
+  fail(asio::error::operation_aborted);
+}
+
+err_t TcpConn::on_connected(void* arg, tcp_pcb*, err_t err) {
+  auto* c = static_cast<TcpConn*>(arg);
+  if (!c || !c->connect_h) return ERR_OK;
+  c->connecting = false;
+  c->connect_timer.cancel();
+  auto h = std::move(c->connect_h);
+  c->connect_h = nullptr;
+  if (err != ERR_OK) {
+    complete(c->s.executor(), std::move(h), error_code(asio::error::connection_refused), TcpStream{});
+    return ERR_OK;
+  }
+  c->local = endpoint_of(c->pcb->local_ip, c->pcb->local_port);
+  complete(c->s.executor(), std::move(h), error_code{}, TcpStream(c->shared_from_this()));
+  return ERR_OK;
+}
+
+TcpListen::~TcpListen() { close(); }
+
+void TcpListen::close() {
+  if (pcb) {
+    tcp_arg(pcb, nullptr);
+    tcp_accept(pcb, nullptr);
+    tcp_close(pcb);
+    pcb = nullptr;
+  }
+  for (auto& c : pending) c->close(true);
+  pending.clear();
+  if (accept_h) {
+    auto h = std::move(accept_h);
+    accept_h = nullptr;
+    complete(s.executor(), std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
+  }
+}
+
+err_t TcpListen::on_accept(void* arg, tcp_pcb* newpcb, err_t err) {
+  auto* l = static_cast<TcpListen*>(arg);
+  if (!l || err != ERR_OK || !newpcb) return ERR_VAL;
+  if (l->pending.size() >= l->backlog || l->s.tcp_active.load() >= l->s.options.max_tcp_connections) {
+    tcp_abort(newpcb);
+    return ERR_ABRT;
+  }
+  auto c = std::make_shared<TcpConn>(l->s);
+  c->attach(newpcb);
+  if (l->accept_h) {
+    auto h = std::move(l->accept_h);
+    l->accept_h = nullptr;
+    complete(l->s.executor(), std::move(h), error_code{}, TcpStream(c));
+  } else {
+    l->pending.push_back(std::move(c));
+  }
+  return ERR_OK;
+}
+
+}  // namespace detail
+
+// --- TcpStream ---
+
+TcpStream::TcpStream(std::shared_ptr<detail::TcpConn> c) : conn_(std::move(c)) {}
+
+TcpStream& TcpStream::operator=(TcpStream&& o) noexcept {
+  if (this != &o) {
+    close();
+    conn_ = std::move(o.conn_);
+  }
+  return *this;
+}
+
+TcpStream::~TcpStream() { close(); }
+
+Executor TcpStream::get_executor() const { return conn_->s.executor(); }
+Endpoint TcpStream::local_endpoint() const { return conn_ ? conn_->local : Endpoint{}; }
+Endpoint TcpStream::remote_endpoint() const { return conn_ ? conn_->remote : Endpoint{}; }
+
+void TcpStream::read_impl(asio::mutable_buffer b, asio::any_completion_handler<void(error_code, size_t)> h) {
+  if (!conn_) {
+    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
+    return;
+  }
+  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h)]() mutable { c->start_read(b, std::move(h)); });
+}
+
+void TcpStream::write_impl(asio::const_buffer b, asio::any_completion_handler<void(error_code, size_t)> h) {
+  if (!conn_) {
+    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
+    return;
+  }
+  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h)]() mutable { c->start_write(b, std::move(h)); });
+}
+
+void TcpStream::shutdown_send() {
+  if (!conn_) return;
+  asio::dispatch(conn_->s.io_, [c = conn_] {
+    if (c->pcb) tcp_shutdown(c->pcb, 0, 1);
+  });
+}
+
+void TcpStream::close() {
+  if (!conn_) return;
+  auto c = std::move(conn_);
+  asio::dispatch(c->s.io_, [c] { c->close(false); });
+}
+
+void TcpStream::abort() {
+  if (!conn_) return;
+  auto c = std::move(conn_);
+  asio::dispatch(c->s.io_, [c] {
+    c->local_abort = true;
+    c->close(true);
+  });
+}
+
+size_t TcpStream::read_some(asio::mutable_buffer b, error_code& ec) {
+  std::promise<std::pair<error_code, size_t>> done;
+  auto fut = done.get_future();
+  async_read_some(b, [&done](error_code e, size_t n) { done.set_value({e, n}); });
+  auto [e, n] = fut.get();
+  ec = e;
+  return n;
+}
+
+size_t TcpStream::write_all(asio::const_buffer b, error_code& ec) {
+  size_t total = 0;
+  while (total < b.size()) {
+    std::promise<std::pair<error_code, size_t>> done;
+    auto fut = done.get_future();
+    async_write_some(b + total, [&done](error_code e, size_t n) { done.set_value({e, n}); });
+    auto [e, n] = fut.get();
+    total += n;
+    if (e) {
+      ec = e;
+      return total;
+    }
+  }
+  ec.clear();
+  return total;
+}
+
+// --- TcpListener ---
+
+TcpListener::~TcpListener() { close(); }
+
+void TcpListener::close() {
+  if (!l_) return;
+  auto l = std::move(l_);
+  asio::dispatch(l->s.io_, [l] { l->close(); });
+}
+
+Endpoint TcpListener::local_endpoint() const { return l_ ? l_->local : Endpoint{}; }
+
+void TcpListener::accept_impl(asio::any_completion_handler<void(error_code, TcpStream)> h) {
+  if (!l_) {
+    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), TcpStream{});
+    return;
+  }
+  asio::dispatch(l_->s.io_, [l = l_, h = std::move(h)]() mutable {
+    if (!l->pcb) {
+      detail::complete(l->s.executor(), std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
+    } else if (!l->pending.empty()) {
+      auto c = std::move(l->pending.front());
+      l->pending.pop_front();
+      detail::complete(l->s.executor(), std::move(h), error_code{}, TcpStream(std::move(c)));
+    } else if (l->accept_h) {
+      detail::complete(l->s.executor(), std::move(h), error_code(asio::error::in_progress), TcpStream{});
+    } else {
+      l->accept_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+    }
+  });
+}
+
+TcpStream TcpListener::accept(error_code& ec) {
+  std::promise<std::pair<error_code, TcpStream>> done;
+  auto fut = done.get_future();
+  async_accept([&done](error_code e, TcpStream s) { done.set_value({e, std::move(s)}); });
+  auto [e, s] = fut.get();
+  ec = e;
+  return std::move(s);
+}
+
+// --- Stack: dial and listen ---
+
+void Stack::dial_tcp_impl(Endpoint to, asio::any_completion_handler<void(error_code, TcpStream)> h) {
+  auto* s = impl_.get();
+  asio::dispatch(s->io_, [s, to, h = std::move(h)]() mutable {
+    if (to.addr.family == 0 || to.port == 0) {
+      detail::complete(s->executor(), std::move(h), error_code(asio::error::invalid_argument), TcpStream{});
+      return;
+    }
+    if (!s->routable(to.addr)) {
+      detail::complete(s->executor(), std::move(h), error_code(asio::error::host_unreachable), TcpStream{});
+      return;
+    }
+    if (s->tcp_active.load() >= s->options.max_tcp_connections) {
+      detail::complete(s->executor(), std::move(h), error_code(asio::error::no_buffer_space), TcpStream{});
+      return;
+    }
+    tcp_pcb* pcb = tcp_new_ip_type(to.addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6);
+    if (!pcb) {
+      detail::complete(s->executor(), std::move(h), error_code(asio::error::no_memory), TcpStream{});
+      return;
+    }
+    auto c = std::make_shared<detail::TcpConn>(*s);
+    c->attach(pcb);
+    c->remote = to;
+    c->connecting = true;
+    c->connect_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+    ip_addr_t addr = detail::to_lwip(to.addr);
+    if (tcp_connect(pcb, &addr, to.port, &detail::TcpConn::on_connected) != ERR_OK) {
+      c->local_abort = true;
+      c->close(true);
+      return;
+    }
+    c->connect_timer.expires_after(s->options.dial_timeout);
+    c->connect_timer.async_wait([w = std::weak_ptr<detail::TcpConn>(c)](const error_code& ec) {
+      auto c = w.lock();
+      if (ec || !c || !c->connecting || !c->pcb) return;
+      c->timed_out = true;
+      c->local_abort = true;
+      tcp_abort(c->pcb);  // on_err reports timed_out
+    });
+  });
+}
+
+TcpStream Stack::dial_tcp(const Endpoint& to, error_code& ec) {
+  std::promise<std::pair<error_code, TcpStream>> done;
+  auto fut = done.get_future();
+  async_dial_tcp(to, [&done](error_code e, TcpStream s) { done.set_value({e, std::move(s)}); });
+  auto [e, s] = fut.get();
+  ec = e;
+  return std::move(s);
+}
+
+TcpListener Stack::listen_tcp(const Endpoint& local, error_code& ec, int backlog) {
+  auto* s = impl_.get();
+  return s->call([&]() -> TcpListener {
+    auto l = std::make_shared<detail::TcpListen>(*s);
+    tcp_pcb* pcb = tcp_new_ip_type(local.addr.family == 0 ? IPADDR_TYPE_ANY
+                                   : local.addr.is_v4()    ? IPADDR_TYPE_V4
+                                                           : IPADDR_TYPE_V6);
+    if (!pcb) {
+      ec = asio::error::no_memory;
+      return {};
+    }
+    ip_addr_t addr = local.addr.family ? detail::to_lwip(local.addr) : *IP_ANY_TYPE;
+    if (tcp_bind(pcb, &addr, local.port) != ERR_OK) {
+      tcp_close(pcb);
+      ec = asio::error::address_in_use;
+      return {};
+    }
+    tcp_pcb* lpcb = tcp_listen_with_backlog(pcb, static_cast<u8_t>(std::min(backlog, 255)));
+    if (!lpcb) {
+      tcp_close(pcb);
+      ec = asio::error::no_memory;
+      return {};
+    }
+    l->pcb = lpcb;
+    l->backlog = static_cast<size_t>(backlog);
+    l->local = {local.addr, lpcb->local_port};
+    tcp_arg(lpcb, l.get());
+    tcp_accept(lpcb, &detail::TcpListen::on_accept);
+    ec.clear();
+    return TcpListener(l);
+  });
+}
+
+}  // namespace netstack

@@ -1,0 +1,288 @@
+// UDP sockets and ICMP/ICMPv6 echo (ping) over lwIP.
+#include <boost/asio/error.hpp>
+
+#include <cstring>
+
+#include "netstack/stack_impl.hpp"
+#include "wg/crypto.hpp"
+
+extern "C" {
+#include "lwip/inet_chksum.h"
+#include "lwip/raw.h"
+}
+
+namespace netstack {
+namespace detail {
+
+UdpConn::~UdpConn() { close(); }
+
+void UdpConn::close() {
+  if (pcb) {
+    udp_recv(pcb, nullptr, nullptr);
+    udp_remove(pcb);
+    pcb = nullptr;
+  }
+  queue.clear();
+  if (recv_h) {
+    auto h = std::move(recv_h);
+    recv_h = nullptr;
+    complete(s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
+  }
+}
+
+void UdpConn::on_recv(void* arg, udp_pcb*, pbuf* p, const ip_addr_t* addr, u16_t port) {
+  auto* u = static_cast<UdpConn*>(arg);
+  if (!u || !p) {
+    if (p) pbuf_free(p);
+    return;
+  }
+  Endpoint from{from_lwip(*addr), port};
+  if (u->recv_h) {
+    size_t n = pbuf_copy_partial(p, u->recv_buf.data(), static_cast<u16_t>(std::min<size_t>(u->recv_buf.size(), 0xffff)), 0);
+    *u->recv_from = from;
+    pbuf_free(p);
+    auto h = std::move(u->recv_h);
+    u->recv_h = nullptr;
+    complete(u->s.executor(), std::move(h), error_code{}, n);
+    return;
+  }
+  if (u->queue.size() >= u->s.options.udp_queue) {  // a reader that lags loses datagrams, as UDP does
+    u->s.dropped.fetch_add(1, std::memory_order_relaxed);
+    pbuf_free(p);
+    return;
+  }
+  std::vector<uint8_t> data(p->tot_len);
+  pbuf_copy_partial(p, data.data(), p->tot_len, 0);
+  pbuf_free(p);
+  u->queue.push_back({from, std::move(data)});
+}
+
+namespace {
+
+std::shared_ptr<UdpConn> open_udp(StackImpl& s, const Endpoint& local, const Endpoint* remote, error_code& ec) {
+  auto u = std::make_shared<UdpConn>(s);
+  uint8_t type = IPADDR_TYPE_ANY;
+  if (remote) type = remote->addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6;
+  else if (local.addr.family) type = local.addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6;
+  u->pcb = udp_new_ip_type(type);
+  if (!u->pcb) {
+    ec = asio::error::no_memory;
+    return nullptr;
+  }
+  ip_addr_t laddr = local.addr.family ? to_lwip(local.addr) : *IP_ANY_TYPE;
+  if (udp_bind(u->pcb, &laddr, local.port) != ERR_OK) {
+    ec = asio::error::address_in_use;
+    return nullptr;
+  }
+  if (remote) {
+    ip_addr_t raddr = to_lwip(remote->addr);
+    if (udp_connect(u->pcb, &raddr, remote->port) != ERR_OK) {
+      ec = asio::error::invalid_argument;
+      return nullptr;
+    }
+    u->connected = true;
+  }
+  u->local = {local.addr, u->pcb->local_port};
+  udp_recv(u->pcb, &UdpConn::on_recv, u.get());
+  ec.clear();
+  return u;
+}
+
+}  // namespace
+}  // namespace detail
+
+UdpSocket::~UdpSocket() { close(); }
+
+void UdpSocket::close() {
+  if (!u_) return;
+  auto u = std::move(u_);
+  asio::dispatch(u->s.io_, [u] { u->close(); });
+}
+
+Endpoint UdpSocket::local_endpoint() const { return u_ ? u_->local : Endpoint{}; }
+
+void UdpSocket::send_impl(asio::const_buffer b, Endpoint to, asio::any_completion_handler<void(error_code, size_t)> h) {
+  if (!u_) {
+    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
+    return;
+  }
+  asio::dispatch(u_->s.io_, [u = u_, b, to, h = std::move(h)]() mutable {
+    auto done = [&](error_code ec, size_t n) { detail::complete(u->s.executor(), std::move(h), ec, n); };
+    if (!u->pcb) return done(asio::error::operation_aborted, 0);
+    if (b.size() > 65507) return done(asio::error::message_size, 0);
+    bool use_default = u->connected && to.addr.family == 0;
+    if (!use_default && (to.addr.family == 0 || to.port == 0)) return done(asio::error::invalid_argument, 0);
+    if (!use_default && !u->s.routable(to.addr)) return done(asio::error::host_unreachable, 0);
+    pbuf* p = pbuf_alloc(PBUF_TRANSPORT, static_cast<u16_t>(b.size()), PBUF_RAM);
+    if (!p) return done(asio::error::no_memory, 0);
+    pbuf_take(p, b.data(), static_cast<u16_t>(b.size()));
+    err_t err;
+    if (use_default) {
+      err = udp_send(u->pcb, p);
+    } else {
+      ip_addr_t addr = detail::to_lwip(to.addr);
+      err = udp_sendto(u->pcb, p, &addr, to.port);
+    }
+    pbuf_free(p);
+    if (err == ERR_RTE) return done(asio::error::host_unreachable, 0);
+    if (err != ERR_OK) return done(asio::error::no_buffer_space, 0);
+    done({}, b.size());
+  });
+}
+
+void UdpSocket::receive_impl(asio::mutable_buffer b, Endpoint* from,
+                             asio::any_completion_handler<void(error_code, size_t)> h) {
+  if (!u_) {
+    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
+    return;
+  }
+  asio::dispatch(u_->s.io_, [u = u_, b, from, h = std::move(h)]() mutable {
+    if (!u->pcb) return detail::complete(u->s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
+    if (u->recv_h) return detail::complete(u->s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
+    if (!u->queue.empty()) {
+      auto d = std::move(u->queue.front());
+      u->queue.pop_front();
+      size_t n = std::min(b.size(), d.data.size());
+      std::memcpy(b.data(), d.data.data(), n);
+      *from = d.from;
+      return detail::complete(u->s.executor(), std::move(h), error_code{}, n);
+    }
+    u->recv_buf = b;
+    u->recv_from = from;
+    u->recv_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+  });
+}
+
+UdpSocket Stack::listen_udp(const Endpoint& local, error_code& ec) {
+  auto* s = impl_.get();
+  auto u = s->call([&] { return detail::open_udp(*s, local, nullptr, ec); });
+  return u ? UdpSocket(std::move(u)) : UdpSocket{};
+}
+
+UdpSocket Stack::dial_udp(const Endpoint& remote, error_code& ec) {
+  auto* s = impl_.get();
+  if (remote.addr.family == 0 || remote.port == 0) {
+    ec = asio::error::invalid_argument;
+    return {};
+  }
+  if (!s->routable(remote.addr)) {
+    ec = asio::error::host_unreachable;
+    return {};
+  }
+  auto u = s->call([&] { return detail::open_udp(*s, Endpoint{}, &remote, ec); });
+  return u ? UdpSocket(std::move(u)) : UdpSocket{};
+}
+
+// --- ping ---
+
+namespace {
+
+struct PingOp : std::enable_shared_from_this<PingOp> {
+  explicit PingOp(detail::StackImpl& s) : s(s), timer(s.io_) {}
+  ~PingOp() {
+    if (pcb) raw_remove(pcb);
+  }
+  detail::StackImpl& s;
+  raw_pcb* pcb = nullptr;
+  asio::steady_timer timer;
+  asio::any_completion_handler<void(error_code, std::chrono::nanoseconds)> h;
+  std::shared_ptr<PingOp> self;
+  uint16_t id = 0, seq = 0;
+  bool v6 = false;
+  std::chrono::steady_clock::time_point sent;
+
+  void finish(error_code ec, std::chrono::nanoseconds rtt) {
+    if (!h) return;
+    timer.cancel();
+    auto handler = std::move(h);
+    h = nullptr;
+    detail::complete(s.executor(), std::move(handler), ec, rtt);
+    if (pcb) {
+      raw_recv(pcb, nullptr, nullptr);
+      raw_remove(pcb);
+      pcb = nullptr;
+    }
+    self.reset();
+  }
+
+  static u8_t on_recv(void* arg, raw_pcb*, pbuf* p, const ip_addr_t*) {
+    auto* op = static_cast<PingOp*>(arg);
+    uint8_t head[64];
+    u16_t n = pbuf_copy_partial(p, head, sizeof head, 0);
+    if (n < 1) return 0;
+    size_t off = 0;
+    // The payload starts at the IP header for IPv4; skip to the ICMP message.
+    if ((head[0] >> 4) == 4) off = static_cast<size_t>(head[0] & 0x0f) * 4;
+    else if ((head[0] >> 4) == 6) off = 40;
+    if (n < off + 8) return 0;
+    const uint8_t* icmp = head + off;
+    uint8_t reply_type = op->v6 ? 129 : 0;
+    uint16_t id = static_cast<uint16_t>((icmp[4] << 8) | icmp[5]);
+    uint16_t seq = static_cast<uint16_t>((icmp[6] << 8) | icmp[7]);
+    if (icmp[0] != reply_type || id != op->id || seq != op->seq) return 0;  // not ours
+    pbuf_free(p);
+    op->finish({}, std::chrono::steady_clock::now() - op->sent);
+    return 1;
+  }
+};
+
+}  // namespace
+
+void Stack::ping_impl(wg::IpAddress to, std::chrono::milliseconds timeout,
+                      asio::any_completion_handler<void(error_code, std::chrono::nanoseconds)> h) {
+  auto* s = impl_.get();
+  asio::dispatch(s->io_, [s, to, timeout, h = std::move(h)]() mutable {
+    using std::chrono::nanoseconds;
+    if (to.family == 0) return detail::complete(s->executor(), std::move(h), error_code(asio::error::invalid_argument), nanoseconds{});
+    if (!s->routable(to)) return detail::complete(s->executor(), std::move(h), error_code(asio::error::host_unreachable), nanoseconds{});
+    auto op = std::make_shared<PingOp>(*s);
+    op->v6 = to.is_v6();
+    op->pcb = op->v6 ? raw_new_ip_type(IPADDR_TYPE_V6, IP6_NEXTH_ICMP6) : raw_new_ip_type(IPADDR_TYPE_V4, IP_PROTO_ICMP);
+    if (!op->pcb) return detail::complete(s->executor(), std::move(h), error_code(asio::error::no_memory), nanoseconds{});
+    if (op->v6) {
+      op->pcb->chksum_reqd = 1;  // lwIP fills the ICMPv6 checksum (pseudo-header)
+      op->pcb->chksum_offset = 2;
+    }
+    wg::random_bytes(&op->id, sizeof op->id);
+    op->seq = 1;
+    op->h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+    op->self = op;
+    raw_recv(op->pcb, &PingOp::on_recv, op.get());
+
+    const size_t len = 8 + 32;
+    pbuf* p = pbuf_alloc(PBUF_IP, len, PBUF_RAM);
+    if (!p) return op->finish(asio::error::no_memory, {});
+    auto* m = static_cast<uint8_t*>(p->payload);
+    std::memset(m, 0, len);
+    m[0] = op->v6 ? 128 : 8;
+    m[4] = static_cast<uint8_t>(op->id >> 8);
+    m[5] = static_cast<uint8_t>(op->id);
+    m[6] = static_cast<uint8_t>(op->seq >> 8);
+    m[7] = static_cast<uint8_t>(op->seq);
+    for (size_t i = 8; i < len; ++i) m[i] = static_cast<uint8_t>(i);
+    if (!op->v6) {
+      u16_t sum = inet_chksum(m, len);
+      std::memcpy(m + 2, &sum, 2);
+    }
+    ip_addr_t addr = detail::to_lwip(to);
+    op->sent = std::chrono::steady_clock::now();
+    err_t err = raw_sendto(op->pcb, p, &addr);
+    pbuf_free(p);
+    if (err != ERR_OK) return op->finish(err == ERR_RTE ? asio::error::host_unreachable : asio::error::no_buffer_space, {});
+    op->timer.expires_after(timeout);
+    op->timer.async_wait([w = std::weak_ptr<PingOp>(op)](const error_code& ec) {
+      if (auto op = w.lock(); op && !ec) op->finish(asio::error::timed_out, {});
+    });
+  });
+}
+
+std::chrono::nanoseconds Stack::ping(const wg::IpAddress& to, std::chrono::milliseconds timeout, error_code& ec) {
+  std::promise<std::pair<error_code, std::chrono::nanoseconds>> done;
+  auto fut = done.get_future();
+  async_ping(to, timeout, [&done](error_code e, std::chrono::nanoseconds rtt) { done.set_value({e, rtt}); });
+  auto [e, rtt] = fut.get();
+  ec = e;
+  return rtt;
+}
+
+}  // namespace netstack

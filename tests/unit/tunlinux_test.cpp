@@ -1,0 +1,738 @@
+// tunlinux: the Internet checksum against a naive 16-bit reference, finish_read() on
+// synthetic virtio-net headers, and the kernel TUN device itself ([root]).
+//
+// Each [root] test runs in a forked child inside its own network namespace, so the test
+// process and the host see nothing; the child reports failures through a pipe:
+//
+//   test process --fork--> child: unshare(CLONE_NEWNET)
+//                                  lo up, IPv6 off (no router solicitations on the TUN)
+//                                  wgt0 = Tun, 198.19.0.1/24
+//                                    sendto 198.19.0.2:9  --> Tun::read
+//                                    Tun::write ICMP echo --> kernel --> Tun::read reply
+//                                  exit 0, or exit 1 with the failure text on the pipe
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tunlinux/checksum.hpp"
+#include "tunlinux/tun.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using tunlinux::Tun;
+
+// ---------------------------------------------------------------- checksum reference
+
+// RFC 1071 as written: big-endian 16-bit words, odd byte padded, end-around carry.
+uint16_t naive_checksum(const uint8_t* p, size_t n, uint32_t initial = 0) {
+  uint64_t sum = initial;
+  for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
+  if (n % 2) sum += static_cast<uint32_t>(p[n - 1] << 8);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(sum);
+}
+
+uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+void put16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+
+// A TCP/UDP checksum over the pseudo-header, recomputed naively: 0xffff when valid.
+uint16_t l4_verify(const uint8_t* ip, size_t len) {
+  const size_t ihl = (ip[0] & 0xf) * 4u;
+  std::vector<uint8_t> pseudo(12 + len - ihl);
+  std::memcpy(pseudo.data(), ip + 12, 8);
+  pseudo[9] = ip[9];
+  put16(&pseudo[10], static_cast<uint16_t>(len - ihl));
+  std::memcpy(pseudo.data() + 12, ip + ihl, len - ihl);
+  return naive_checksum(pseudo.data(), pseudo.size());
+}
+
+// An IPv4/UDP packet 198.19.0.1:4000 -> 198.19.0.2:9 whose UDP checksum field holds only
+// the pseudo-header sum, as the kernel hands it over with NEEDS_CSUM.
+std::vector<uint8_t> partial_udp(size_t payload) {
+  std::vector<uint8_t> p(28 + payload);
+  p[0] = 0x45;
+  put16(&p[2], static_cast<uint16_t>(p.size()));
+  p[8] = 64;
+  p[9] = IPPROTO_UDP;
+  const uint8_t src[4] = {198, 19, 0, 1}, dst[4] = {198, 19, 0, 2};
+  std::memcpy(&p[12], src, 4);
+  std::memcpy(&p[16], dst, 4);
+  put16(&p[10], static_cast<uint16_t>(~naive_checksum(p.data(), 20)));
+  put16(&p[20], 4000);
+  put16(&p[22], 9);
+  put16(&p[24], static_cast<uint16_t>(8 + payload));
+  for (size_t i = 0; i < payload; ++i) p[28 + i] = static_cast<uint8_t>(i * 7 + 1);
+  put16(&p[26], tunlinux::pseudo_header_checksum(IPPROTO_UDP, src, dst, static_cast<uint32_t>(8 + payload)));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("checksum: RFC 1071 example", "[tunlinux][checksum]") {
+  // RFC 1071 section 3: the sum of 0001 f203 f4f5 f6f7 is ddf2.
+  const uint8_t bytes[] = {0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7};
+  CHECK(tunlinux::checksum(bytes, sizeof bytes, 0) == 0xddf2);
+  CHECK(tunlinux::checksum(bytes, 0, 0) == 0);
+  CHECK(tunlinux::checksum(bytes, 0, 0x1ffff) == 0x0001);  // initial is folded too
+}
+
+TEST_CASE("checksum: matches the naive reference at every length and alignment", "[tunlinux][checksum]") {
+  std::mt19937_64 rng(1071);
+  std::vector<uint8_t> buf(2000 + 16);
+  std::vector<uint8_t> ones(2000 + 16, 0xff);  // every carry path at once
+  for (size_t len = 0; len <= 2000; ++len) {
+    for (auto& b : buf) b = static_cast<uint8_t>(rng());
+    const size_t align = rng() % 16;
+    const uint32_t initial = len % 3 == 0 ? 0 : static_cast<uint32_t>(rng());
+    const uint8_t* p = buf.data() + align;
+    INFO("len " << len << " align " << align << " initial " << initial);
+    REQUIRE(tunlinux::checksum(p, len, initial) == naive_checksum(p, len, initial));
+    REQUIRE(tunlinux::checksum(ones.data() + align, len, initial) ==
+            naive_checksum(ones.data() + align, len, initial));
+  }
+}
+
+TEST_CASE("checksum: pseudo-header sums for IPv4 and IPv6", "[tunlinux][checksum]") {
+  std::mt19937 rng(768);
+  for (int round = 0; round < 200; ++round) {
+    const size_t alen = round % 2 ? 16 : 4;
+    std::vector<uint8_t> src(alen), dst(alen);
+    for (auto& b : src) b = static_cast<uint8_t>(rng());
+    for (auto& b : dst) b = static_cast<uint8_t>(rng());
+    const uint32_t l4 = alen == 4 ? rng() & 0xffff : rng();
+    const uint8_t proto = round % 3 ? IPPROTO_UDP : IPPROTO_TCP;
+    // RFC 768 / RFC 8200 section 8.1 layouts.
+    std::vector<uint8_t> ph(src);
+    ph.insert(ph.end(), dst.begin(), dst.end());
+    if (alen == 4) {
+      ph.insert(ph.end(), {0, proto, static_cast<uint8_t>(l4 >> 8), static_cast<uint8_t>(l4)});
+    } else {
+      ph.insert(ph.end(), {static_cast<uint8_t>(l4 >> 24), static_cast<uint8_t>(l4 >> 16),
+                           static_cast<uint8_t>(l4 >> 8), static_cast<uint8_t>(l4), 0, 0, 0, proto});
+    }
+    REQUIRE(tunlinux::pseudo_header_checksum(proto, src, dst, l4) == naive_checksum(ph.data(), ph.size()));
+  }
+}
+
+TEST_CASE("tun: finish_read completes a partial checksum and rejects GSO", "[tunlinux]") {
+  tunlinux::VirtioNetHdr hdr;
+  hdr.flags = tunlinux::kVirtioNetHdrFNeedsCsum;
+  hdr.csum_start = 20;
+  hdr.csum_offset = 6;
+
+  SECTION("UDP of every small length") {
+    for (size_t payload = 0; payload < 64; ++payload) {
+      auto p = partial_udp(payload);
+      REQUIRE(tunlinux::finish_read(hdr, p));
+      REQUIRE(l4_verify(p.data(), p.size()) == 0xffff);
+    }
+  }
+  SECTION("a checksum field beyond the packet is refused") {
+    auto p = partial_udp(0);
+    hdr.csum_offset = 7;  // field at 27..28, packet ends at 28
+    CHECK_FALSE(tunlinux::finish_read(hdr, p));
+  }
+  SECTION("GSO packets are refused while no offload is negotiated") {
+    auto p = partial_udp(100);
+    hdr.gso_type = 1;  // VIRTIO_NET_HDR_GSO_TCPV4
+    CHECK_FALSE(tunlinux::finish_read(hdr, p));
+  }
+  SECTION("without NEEDS_CSUM the packet is left alone") {
+    auto p = partial_udp(10);
+    auto copy = p;
+    REQUIRE(tunlinux::finish_read(tunlinux::VirtioNetHdr{}, p));
+    CHECK(p == copy);
+  }
+}
+
+// ---------------------------------------------------------------- kernel TUN, in a netns
+
+namespace {
+
+constexpr size_t kOffset = 16;  // what the core passes
+constexpr const char* kIf = "wgt0";
+const uint8_t kLocal[4] = {198, 19, 0, 1};
+const uint8_t kPeer[4] = {198, 19, 0, 2};
+
+struct ChildFailure {
+  std::string what;
+};
+
+#define EXPECT(cond)                                                                         \
+  do {                                                                                       \
+    if (!(cond)) throw ChildFailure{std::string("line ") + std::to_string(__LINE__) + ": " #cond}; \
+  } while (0)
+#define EXPECT_MSG(cond, msg)                                                                \
+  do {                                                                                       \
+    if (!(cond))                                                                             \
+      throw ChildFailure{std::string("line ") + std::to_string(__LINE__) + ": " #cond " (" + (msg) + ")"}; \
+  } while (0)
+
+int g_report_fd = -1;
+const char* volatile g_step = "start";
+
+void step(const char* s) { g_step = s; }
+
+void on_alarm(int) {
+  const char prefix[] = "timed out during: ";
+  [[maybe_unused]] ssize_t r = ::write(g_report_fd, prefix, sizeof prefix - 1);
+  r = ::write(g_report_fd, g_step, std::strlen(g_step));
+  _exit(2);
+}
+
+void sh(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  EXPECT_MSG(rc == 0, cmd);
+}
+
+void write_file(const char* path, const char* text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;  // IPv6 may be compiled out: nothing to silence then
+  [[maybe_unused]] ssize_t r = ::write(fd, text, std::strlen(text));
+  ::close(fd);
+}
+
+// Runs `body` in a child process in a new network namespace. Returns "" when it
+// passed, else what went wrong.
+std::string run_in_netns(const std::function<void()>& body, unsigned timeout_s = 20) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return "pipe2 failed";
+  pid_t pid = ::fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    ::close(p[0]);
+    g_report_fd = p[1];
+    struct sigaction sa {};
+    sa.sa_handler = on_alarm;
+    ::sigaction(SIGALRM, &sa, nullptr);
+    ::alarm(timeout_s);
+    std::string failure;
+    try {
+      EXPECT_MSG(::unshare(CLONE_NEWNET) == 0, std::strerror(errno));
+      write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+      write_file("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
+      sh("ip link set lo up");
+      body();
+    } catch (const ChildFailure& f) {
+      failure = f.what;
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) {
+      failure = std::string("[") + g_step + "] " + failure;
+      [[maybe_unused]] ssize_t r = ::write(p[1], failure.data(), failure.size());
+    }
+    _exit(failure.empty() ? 0 : 1);
+  }
+  ::close(p[1]);
+  std::string text;
+  char buf[512];
+  ssize_t r;
+  while ((r = ::read(p[0], buf, sizeof buf)) != 0) {
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    text.append(buf, static_cast<size_t>(r));
+  }
+  ::close(p[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (WIFSIGNALED(status)) text += " (child killed by signal " + std::to_string(WTERMSIG(status)) + ")";
+  return text.empty() ? "child failed without a message" : text;
+}
+
+#define ROOT_ONLY()                            \
+  if (::geteuid() != 0) {                      \
+    WARN("skipped: needs root");               \
+    return;                                    \
+  }
+
+void require_in_netns(const std::function<void()>& body) {
+  std::string failure = run_in_netns(body);
+  INFO(failure);
+  REQUIRE(failure.empty());
+}
+
+std::unique_ptr<Tun> make_tun(int mtu = 0) {
+  std::error_code ec;
+  auto tun = Tun::create(kIf, mtu, ec);
+  EXPECT_MSG(tun && !ec, ec.message());
+  return tun;
+}
+
+void set_up(const char* name, bool up) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+  EXPECT(::ioctl(s, SIOCGIFFLAGS, &ifr) == 0);
+  ifr.ifr_flags = static_cast<short>(up ? ifr.ifr_flags | IFF_UP : ifr.ifr_flags & ~IFF_UP);
+  EXPECT(::ioctl(s, SIOCSIFFLAGS, &ifr) == 0);
+  ::close(s);
+}
+
+void bring_up(const char* name = kIf) {
+  set_up(name, true);
+  sh(std::string("ip addr add 198.19.0.1/24 dev ") + name);
+}
+
+// Batch buffers with the core's headroom.
+struct Batch {
+  explicit Batch(size_t n = 128, size_t cap = 65536) : storage(n, std::vector<uint8_t>(kOffset + cap)), sizes(n) {
+    for (auto& s : storage) spans.emplace_back(s);
+  }
+  std::span<const uint8_t> packet(size_t i) const { return {storage[i].data() + kOffset, sizes[i]}; }
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<std::span<uint8_t>> spans;
+  std::vector<size_t> sizes;
+};
+
+// Reads batches until a packet satisfies `pred` (the alarm bounds the wait); returns
+// it and the size of the batch it came in.
+std::pair<std::vector<uint8_t>, size_t> read_until(Tun& tun, Batch& b,
+                                                   const std::function<bool(std::span<const uint8_t>)>& pred,
+                                                   size_t offset = kOffset) {
+  for (;;) {
+    std::error_code ec;
+    size_t n = tun.read(b.spans, b.sizes, offset, ec);
+    EXPECT_MSG(!ec, ec.message());
+    for (size_t i = 0; i < n; ++i) {
+      std::span<const uint8_t> p(b.storage[i].data() + offset, b.sizes[i]);
+      if (pred(p)) return {{p.begin(), p.end()}, n};
+    }
+  }
+}
+
+bool is_udp_to_discard(std::span<const uint8_t> p) {
+  return p.size() >= 28 && p[0] == 0x45 && p[9] == IPPROTO_UDP && be16(&p[22]) == 9;
+}
+
+void send_udp(const std::string& payload) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(9);
+  std::memcpy(&to.sin_addr, kPeer, 4);
+  ssize_t r = ::sendto(s, payload.data(), payload.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  ::close(s);
+  EXPECT_MSG(r == static_cast<ssize_t>(payload.size()), std::strerror(errno));
+}
+
+// Addresses, lengths, both checksums and the payload of a datagram sent by send_udp.
+void check_udp(std::span<const uint8_t> p, const std::string& payload) {
+  EXPECT(p.size() == 28 + payload.size());
+  EXPECT(be16(&p[2]) == p.size());
+  EXPECT(std::memcmp(&p[12], kLocal, 4) == 0);
+  EXPECT(std::memcmp(&p[16], kPeer, 4) == 0);
+  EXPECT(naive_checksum(p.data(), 20) == 0xffff);
+  EXPECT(be16(&p[24]) == 8 + payload.size());
+  EXPECT(be16(&p[26]) != 0);
+  EXPECT(l4_verify(p.data(), p.size()) == 0xffff);
+  EXPECT(std::memcmp(&p[28], payload.data(), payload.size()) == 0);
+}
+
+// An ICMP echo request 198.19.0.2 -> 198.19.0.1 placed at kOffset in its buffer.
+std::vector<uint8_t> echo_request(uint16_t id, uint16_t seq, size_t offset = kOffset) {
+  std::vector<uint8_t> b(offset + 20 + 8 + 32);
+  uint8_t* p = b.data() + offset;
+  p[0] = 0x45;
+  put16(&p[2], 60);
+  p[8] = 64;
+  p[9] = IPPROTO_ICMP;
+  std::memcpy(&p[12], kPeer, 4);
+  std::memcpy(&p[16], kLocal, 4);
+  put16(&p[10], static_cast<uint16_t>(~naive_checksum(p, 20)));
+  uint8_t* icmp = p + 20;
+  icmp[0] = 8;  // echo request
+  put16(&icmp[4], id);
+  put16(&icmp[6], seq);
+  for (int i = 0; i < 32; ++i) icmp[8 + i] = static_cast<uint8_t>('a' + i % 26);
+  put16(&icmp[2], static_cast<uint16_t>(~naive_checksum(icmp, 40)));
+  return b;
+}
+
+std::function<bool(std::span<const uint8_t>)> is_echo_reply(uint16_t id, uint16_t seq) {
+  return [id, seq](std::span<const uint8_t> p) {
+    return p.size() == 60 && p[0] == 0x45 && p[9] == IPPROTO_ICMP && p[20] == 0 && be16(&p[24]) == id &&
+           be16(&p[26]) == seq;
+  };
+}
+
+void ping_through(Tun& tun, uint16_t seq, size_t offset = kOffset) {
+  auto req = echo_request(0x7767, seq, offset);
+  std::span<uint8_t> one[] = {req};
+  std::error_code ec;
+  EXPECT_MSG(tun.write(one, offset, ec) == 1 && !ec, ec.message());
+  Batch b;
+  auto [reply, n] = read_until(tun, b, is_echo_reply(0x7767, seq), offset);
+  EXPECT(std::memcmp(&reply[12], kLocal, 4) == 0);
+  EXPECT(std::memcmp(&reply[16], kPeer, 4) == 0);
+  EXPECT(naive_checksum(reply.data(), 20) == 0xffff);
+  EXPECT(naive_checksum(reply.data() + 20, 40) == 0xffff);
+}
+
+class EventLog {
+public:
+  void push(tun::Event e) {
+    std::lock_guard lock(mu_);
+    q_.push_back(e);
+    cv_.notify_all();
+  }
+  // Consumes events up to and including the first `e`; false if none within `timeout`.
+  bool expect(tun::Event e, std::chrono::milliseconds timeout = 3s) {
+    std::unique_lock lock(mu_);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      while (!q_.empty()) {
+        tun::Event got = q_.front();
+        q_.pop_front();
+        if (got == e) return true;
+      }
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && q_.empty()) return false;
+    }
+  }
+
+private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<tun::Event> q_;
+};
+
+// Threads of this process named like the Tun's event thread.
+size_t event_threads() {
+  size_t n = 0;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    n += name == "tun-events";
+  }
+  return n;
+}
+
+bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 2s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("tun: a UDP datagram from the kernel reads back whole, in one batch", "[tunlinux][root]") {
+  ROOT_ONLY();
+  require_in_netns([] {
+    step("create");
+    auto tun = make_tun(1420);
+    EXPECT(tun->name() == kIf);
+    EXPECT(tun->mtu() == 1420);
+    EXPECT(tun->batch_size() == 128);
+    bring_up();
+
+    step("one datagram");
+    send_udp("hello through the tunnel");
+    Batch b;
+    auto [pkt, n] = read_until(*tun, b, is_udp_to_discard);
+    check_udp(pkt, "hello through the tunnel");
+
+    step("eight datagrams queued before one read");
+    for (int i = 0; i < 8; ++i) send_udp("datagram " + std::to_string(i));
+    size_t seen = 0, largest = 0;
+    while (seen < 8) {
+      std::error_code ec;
+      size_t got = tun->read(b.spans, b.sizes, kOffset, ec);
+      EXPECT_MSG(!ec, ec.message());
+      largest = std::max(largest, got);
+      for (size_t i = 0; i < got; ++i) {
+        if (!is_udp_to_discard(b.packet(i))) continue;
+        check_udp(b.packet(i), "datagram " + std::to_string(seen));
+        ++seen;
+      }
+    }
+    EXPECT_MSG(largest >= 8, "largest batch " + std::to_string(largest));
+    EXPECT(tun->counters().read_dropped == 0);
+  });
+}
+
+TEST_CASE("tun: a partial checksum (NEEDS_CSUM) is completed on read", "[tunlinux][root]") {
+  ROOT_ONLY();
+  require_in_netns([] {
+    step("create with TUN_F_CSUM negotiated behind the device's back");
+    auto tun = make_tun();
+    // With checksum offload the kernel leaves UDP checksums partial: the path
+    // finish_read() completes. Nothing else changes (no TSO/USO, so no GSO packets).
+    EXPECT(::ioctl(tun->fd(), TUNSETOFFLOAD, static_cast<unsigned long>(TUN_F_CSUM)) == 0);
+    bring_up();
+
+    step("the kernel really sets NEEDS_CSUM");
+    send_udp("raw");
+    for (;;) {
+      uint8_t raw[2048];
+      ssize_t r = ::read(tun->fd(), raw, sizeof raw);
+      if (r < 0 && errno == EAGAIN) {
+        std::this_thread::sleep_for(1ms);
+        continue;
+      }
+      EXPECT(r > 10);
+      if (!is_udp_to_discard({raw + 10, static_cast<size_t>(r) - 10})) continue;
+      EXPECT(raw[0] & tunlinux::kVirtioNetHdrFNeedsCsum);
+      break;
+    }
+
+    step("read completes it");
+    for (size_t len : {0, 1, 2, 3, 99, 1000}) {
+      std::string payload(len, 'x');
+      for (size_t i = 0; i < len; ++i) payload[i] = static_cast<char>(i * 13 + len);
+      send_udp(payload);
+      Batch b;
+      auto [pkt, n] = read_until(*tun, b, is_udp_to_discard);
+      check_udp(pkt, payload);
+    }
+  });
+}
+
+TEST_CASE("tun: an ICMP echo written into the TUN is answered; bad packets are skipped", "[tunlinux][root]") {
+  ROOT_ONLY();
+  require_in_netns([] {
+    step("create");
+    auto tun = make_tun();
+    bring_up();
+
+    step("echo request -> echo reply");
+    ping_through(*tun, 1);
+
+    step("a batch with a packet the kernel refuses");
+    std::vector<uint8_t> garbage(kOffset + 40, 0);  // IP version 0: EINVAL
+    auto req = echo_request(0x7767, 2);
+    std::span<uint8_t> batch[] = {garbage, req};
+    std::error_code ec;
+    EXPECT(tun->write(batch, kOffset, ec) == 1);
+    EXPECT_MSG(!ec, ec.message());
+    EXPECT(tun->counters().write_rejected == 1);
+    Batch b;
+    read_until(*tun, b, is_echo_reply(0x7767, 2));
+
+    step("headroom too small for the virtio-net header");
+    auto small = echo_request(0x7767, 3, 4);
+    std::span<uint8_t> one[] = {small};
+    EXPECT(tun->write(one, 4, ec) == 0);
+    EXPECT(ec == std::errc::invalid_argument);
+
+    step("writes while down fail with EIO");
+    set_up(kIf, false);
+    auto req4 = echo_request(0x7767, 4);
+    std::span<uint8_t> four[] = {req4};
+    EXPECT(tun->write(four, kOffset, ec) == 0);
+    EXPECT_MSG(ec == std::errc::io_error, ec.message());
+  });
+}
+
+TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[tunlinux][root]") {
+  ROOT_ONLY();
+  require_in_netns([] {
+    step("create");
+    EXPECT(event_threads() == 0);
+    auto tun = make_tun(1420);
+    EXPECT(event_threads() == 1);
+    EventLog log;
+    tun->set_event_handler([&](tun::Event e) { log.push(e); });
+    step("initial state");
+    EXPECT(log.expect(tun::Event::down));
+
+    step("up");
+    bring_up();
+    EXPECT(log.expect(tun::Event::up));
+
+    step("MTU");
+    sh("ip link set wgt0 mtu 1300");
+    EXPECT(log.expect(tun::Event::mtu_changed));
+    EXPECT(tun->mtu() == 1300);
+
+    step("down");
+    sh("ip link set wgt0 down");
+    EXPECT(log.expect(tun::Event::down));
+    sh("ip link set wgt0 up");
+    EXPECT(log.expect(tun::Event::up));
+
+    step("a second handler hears the current state");
+    EventLog log2;
+    tun->set_event_handler([&](tun::Event e) { log2.push(e); });
+    EXPECT(log2.expect(tun::Event::up));
+
+    step("delete while a read is blocked");
+    std::error_code read_ec;
+    std::atomic<bool> returned{false};
+    std::thread reader([&] {
+      Batch b(4, 2048);
+      for (;;) {
+        std::error_code ec;
+        tun->read(b.spans, b.sizes, kOffset, ec);
+        if (ec) {
+          read_ec = ec;
+          break;
+        }
+      }
+      returned = true;
+    });
+    std::this_thread::sleep_for(50ms);
+    sh("ip link del wgt0");
+    EXPECT(log2.expect(tun::Event::down));
+    EXPECT(eventually([&] { return returned.load(); }));
+    reader.join();
+    EXPECT_MSG(read_ec == std::errc::operation_canceled, read_ec.message());
+
+    step("the event thread ended and the device is closed");
+    EXPECT(eventually([] { return event_threads() == 0; }));
+    EXPECT(tun->fd() == -1);
+    std::error_code ec;
+    Batch b(1, 2048);
+    EXPECT(tun->read(b.spans, b.sizes, kOffset, ec) == 0);
+    EXPECT(ec == std::errc::operation_canceled);
+    std::span<uint8_t> none[] = {b.spans[0]};
+    EXPECT(tun->write(none, kOffset, ec) == 0);
+    EXPECT(ec == std::errc::operation_canceled);
+    tun->close();
+  });
+}
+
+TEST_CASE("tun: close() unblocks a blocked read and removes the interface", "[tunlinux][root]") {
+  ROOT_ONLY();
+  require_in_netns([] {
+    step("create");
+    auto tun = make_tun();
+    bring_up();
+    std::error_code read_ec;
+    std::atomic<bool> returned{false};
+    std::thread reader([&] {
+      Batch b(4, 2048);
+      tun->read(b.spans, b.sizes, kOffset, read_ec);
+      returned = true;
+    });
+    std::this_thread::sleep_for(50ms);
+    EXPECT(!returned);
+
+    step("close");
+    auto start = std::chrono::steady_clock::now();
+    tun->close();
+    EXPECT(eventually([&] { return returned.load(); }, 1s));
+    reader.join();
+    EXPECT(std::chrono::steady_clock::now() - start < 1s);
+    EXPECT_MSG(read_ec == std::errc::operation_canceled, read_ec.message());
+    EXPECT(if_nametoindex(kIf) == 0);
+    EXPECT(event_threads() == 0);
+    tun->close();  // idempotent
+  });
+}
+
+TEST_CASE("tun: create reports a taken name, a long name and missing permission", "[tunlinux][root]") {
+  ROOT_ONLY();
+  require_in_netns([] {
+    std::error_code ec;
+    step("a long name");
+    EXPECT(!Tun::create("a-name-of-16-chr", 0, ec));
+    EXPECT(ec == std::errc::invalid_argument);
+
+    step("a name held by a veth");
+    sh("ip link add wgt1 type veth peer name wgt2");
+    EXPECT(!Tun::create("wgt1", 0, ec));
+    EXPECT_MSG(ec == std::errc::device_or_resource_busy, ec.message());
+
+    step("a TUN already attached");
+    auto tun = make_tun();
+    EXPECT(!Tun::create(kIf, 0, ec));
+    EXPECT_MSG(ec == std::errc::device_or_resource_busy, ec.message());
+
+    step("the kernel's name pattern");
+    auto auto_named = Tun::create("", 0, ec);
+    EXPECT_MSG(auto_named && !ec, ec.message());
+    EXPECT(auto_named->name().rfind("tun", 0) == 0);
+
+    step("without CAP_NET_ADMIN");
+    tun.reset();
+    auto_named.reset();
+    EXPECT(::setresuid(65534, 65534, 65534) == 0);
+    // EACCES where /dev/net/tun is 0600, else EPERM from TUNSETIFF.
+    EXPECT(!Tun::create(kIf, 0, ec));
+    EXPECT_MSG(ec == std::errc::operation_not_permitted || ec == std::errc::permission_denied, ec.message());
+  });
+}
+
+TEST_CASE("tun: from_fd adopts an inherited descriptor with or without a virtio-net header", "[tunlinux][root]") {
+  ROOT_ONLY();
+  require_in_netns([] {
+    auto open_tun = [](const char* name, short flags) {
+      int fd = ::open("/dev/net/tun", O_RDWR);
+      EXPECT(fd >= 0);
+      ifreq ifr{};
+      std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+      ifr.ifr_flags = flags;
+      EXPECT(::ioctl(fd, TUNSETIFF, &ifr) == 0);
+      return fd;
+    };
+    std::error_code ec;
+
+    step("not a TUN descriptor: refused, and still the caller's");
+    int pipe_fds[2];
+    EXPECT(::pipe(pipe_fds) == 0);
+    EXPECT(!Tun::from_fd(pipe_fds[0], ec));
+    EXPECT(ec);
+    EXPECT(::fcntl(pipe_fds[0], F_GETFD) >= 0);
+
+    step("with IFF_VNET_HDR and offloads left on by the parent");
+    int fd = open_tun(kIf, IFF_TUN | IFF_NO_PI | IFF_VNET_HDR);
+    EXPECT(::ioctl(fd, TUNSETOFFLOAD, static_cast<unsigned long>(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6)) == 0);
+    auto tun = Tun::from_fd(fd, ec);
+    EXPECT_MSG(tun && !ec, ec.message());
+    EXPECT(tun->name() == kIf);
+    EXPECT(tun->fd() == fd);
+    EXPECT(::fcntl(fd, F_GETFL) & O_NONBLOCK);
+    EXPECT(::fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    bring_up();
+    ping_through(*tun, 10);
+    send_udp("adopted");
+    Batch b;
+    auto [pkt, n] = read_until(*tun, b, is_udp_to_discard);
+    check_udp(pkt, "adopted");
+    tun.reset();
+    EXPECT(if_nametoindex(kIf) == 0);
+
+    step("without IFF_VNET_HDR: no header, any offset");
+    fd = open_tun(kIf, IFF_TUN | IFF_NO_PI);
+    tun = Tun::from_fd(fd, ec);
+    EXPECT_MSG(tun && !ec, ec.message());
+    bring_up();
+    ping_through(*tun, 11, 0);
+  });
+}

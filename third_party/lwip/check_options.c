@@ -1,0 +1,34 @@
+/* Compile-time guard: the build fails if lwipopts.h loses an option wgnet relies on
+ * (see lwipopts.h and /work/shared/PITFALLS.md for why each one matters). */
+#include "lwip/opt.h"
+
+#if !NO_SYS
+#error "wgnet drives lwIP from one loop: NO_SYS must be 1"
+#endif
+#if !LWIP_TCP_SACK_OUT
+#error "wgnet needs LWIP_TCP_SACK_OUT=1 (selective acknowledgements)"
+#endif
+#if !LWIP_WND_SCALE
+#error "wgnet needs LWIP_WND_SCALE=1 (multi-megabyte TCP windows)"
+#endif
+#if TCP_WND <= 0xffff
+#error "wgnet expects a TCP_WND above 64 KiB (window scaling in use)"
+#endif
+#ifndef LWIP_HOOK_TCP_ISN
+#error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
+#endif
+#if !TCP_QUEUE_OOSEQ || !TCP_OOSEQ_MAX_BYTES || !TCP_OOSEQ_MAX_PBUFS
+#error "wgnet needs a bounded out-of-order queue (TCP_QUEUE_OOSEQ, TCP_OOSEQ_MAX_*)"
+#endif
+#ifdef LWIP_NOASSERT
+#error "keep lwIP's asserts on: some size checks (IPv6 reassembly) exist only as asserts"
+#endif
+#if LWIP_IPV6 && LWIP_IPV6_REASS && !IPV6_FRAG_COPYHEADER && UINTPTR_MAX > 0xffffffffu
+#error "64-bit IPv6 reassembly needs IPV6_FRAG_COPYHEADER=1"
+#endif
+#if PBUF_LINK_HLEN != 0 || (PBUF_LINK_ENCAPSULATION_HLEN % 4) != 0
+#error "no link header on the tunnel: PBUF_LINK_HLEN 0, encapsulation headroom a multiple of 4"
+#endif
+
+/* ISO C wants at least one declaration per translation unit. */
+typedef int wgnet_lwip_options_checked;

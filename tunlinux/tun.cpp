@@ -1,0 +1,510 @@
+// Kernel TUN device: open/attach, batched non-blocking reads and writes through a
+// virtio-net header, and the rtnetlink event thread.
+//
+//   read():  poll(tun fd, close eventfd) -> readv([vnet hdr][packet at offset][1-byte spill])
+//            ... repeated until EAGAIN or the batch is full -> finish_read() per packet
+//   write(): [zeroed vnet hdr in the headroom][packet] -> one write() per packet
+//   events:  poll(rtnetlink RTMGRP_LINK, close eventfd, wake eventfd) -> handler
+#include "tunlinux/tun.hpp"
+
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "tunlinux/checksum.hpp"
+
+namespace tunlinux {
+namespace {
+
+// How long write() waits for room after EAGAIN before dropping the packet.
+constexpr int kWriteWaitMs = 100;
+
+std::error_code errno_code(int e = errno) { return {e, std::system_category()}; }
+std::error_code canceled() { return std::make_error_code(std::errc::operation_canceled); }
+
+class UniqueFd {
+public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  explicit operator bool() const { return fd_ >= 0; }
+
+private:
+  int fd_;
+};
+
+// An interface ioctl (SIOC*IF*) by name, through a throwaway AF_INET datagram socket.
+bool if_ioctl(const char* name, unsigned long request, ifreq& ifr, std::error_code& ec) {
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s) {
+    ec = errno_code();
+    return false;
+  }
+  std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+  if (::ioctl(s.get(), request, &ifr) < 0) {
+    ec = errno_code();
+    return false;
+  }
+  return true;
+}
+
+bool is_up(unsigned flags) { return (flags & IFF_UP) && (flags & IFF_RUNNING); }
+
+uint16_t load_be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+
+// The 16-bit fields are in host order: the kernel uses the host's byte order for a
+// legacy virtio-net header unless TUNSETVNETLE/BE says otherwise, and nobody sets those.
+VirtioNetHdr parse_hdr(const uint8_t* p) {
+  VirtioNetHdr h;
+  h.flags = p[0];
+  h.gso_type = p[1];
+  std::memcpy(&h.hdr_len, p + 2, 2);
+  std::memcpy(&h.gso_size, p + 4, 2);
+  std::memcpy(&h.csum_start, p + 6, 2);
+  std::memcpy(&h.csum_offset, p + 8, 2);
+  return h;
+}
+
+}  // namespace
+
+bool finish_read(const VirtioNetHdr& hdr, std::span<uint8_t> packet) {
+  // Nothing is negotiated with TUNSETOFFLOAD yet, so a GSO packet is a kernel surprise.
+  // TODO(fast path): split TSO/USO super-packets here.
+  if (hdr.gso_type != kVirtioNetHdrGsoNone) return false;
+  if (hdr.flags & kVirtioNetHdrFNeedsCsum) {
+    // The field at csum_start + csum_offset holds the folded pseudo-header sum; the
+    // checksum covers everything from csum_start to the end of the packet.
+    size_t start = hdr.csum_start, at = start + hdr.csum_offset;
+    if (at + 2 > packet.size()) return false;
+    uint8_t* field = packet.data() + at;
+    uint16_t partial = load_be16(field);
+    field[0] = field[1] = 0;
+    uint16_t sum = static_cast<uint16_t>(~checksum(packet.data() + start, packet.size() - start, partial));
+    if (sum == 0) sum = 0xffff;  // as the kernel does: 0 means "no checksum" to UDP
+    field[0] = static_cast<uint8_t>(sum >> 8);
+    field[1] = static_cast<uint8_t>(sum);
+  }
+  return true;
+}
+
+// --- open ---
+
+bool Tun::query_link(int ifindex, LinkState& st, std::error_code& ec) {
+  char name[IF_NAMESIZE] = {};
+  if (!if_indextoname(static_cast<unsigned>(ifindex), name)) {
+    ec = errno == ENXIO ? std::make_error_code(std::errc::no_such_device) : errno_code();
+    return false;
+  }
+  ifreq ifr{};
+  if (!if_ioctl(name, SIOCGIFFLAGS, ifr, ec)) return false;
+  st.up = is_up(static_cast<unsigned short>(ifr.ifr_flags));
+  if (!if_ioctl(name, SIOCGIFMTU, ifr, ec)) return false;
+  st.mtu = ifr.ifr_mtu;
+  return true;
+}
+
+std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, std::error_code& ec) {
+  ec.clear();
+  if (name.size() >= IFNAMSIZ || mtu < 0) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return nullptr;
+  }
+  UniqueFd fd(::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
+    ec = errno_code();
+    return nullptr;
+  }
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  ifr.ifr_flags = IFF_TUN | IFF_NO_PI | IFF_VNET_HDR;
+  if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) {
+    int e = errno;
+    // The kernel says EINVAL when the name belongs to a device of another kind.
+    if (e == EINVAL && !name.empty() && if_nametoindex(name.c_str()) != 0) e = EBUSY;
+    ec = errno_code(e);
+    return nullptr;
+  }
+  // No offloads yet: every read is one plain packet behind a GSO_NONE header.
+  if (::ioctl(fd.get(), TUNSETOFFLOAD, static_cast<unsigned long>(0)) < 0) {
+    ec = errno_code();
+    return nullptr;
+  }
+  std::string actual(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ));
+  if (mtu > 0) {
+    ifreq m{};
+    m.ifr_mtu = mtu;
+    if (!if_ioctl(actual.c_str(), SIOCSIFMTU, m, ec)) return nullptr;
+  }
+  auto tun = open_events(fd.get(), std::move(actual), true, ec);
+  if (tun) fd.release();
+  return tun;
+}
+
+std::unique_ptr<Tun> Tun::from_fd(int fd, std::error_code& ec) {
+  ec.clear();
+  ifreq ifr{};
+  if (::ioctl(fd, TUNGETIFF, &ifr) < 0) {
+    ec = errno_code();
+    return nullptr;
+  }
+  const int flags = ifr.ifr_flags;
+  if ((flags & (IFF_TUN | IFF_TAP)) != IFF_TUN || !(flags & IFF_NO_PI)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return nullptr;
+  }
+  const bool vnet = flags & IFF_VNET_HDR;
+  if (vnet) {
+    // The parent may have negotiated offloads or another header size: reset both.
+    int size = kVirtioNetHdrLen;
+    if (::ioctl(fd, TUNSETVNETHDRSZ, &size) < 0 ||
+        ::ioctl(fd, TUNSETOFFLOAD, static_cast<unsigned long>(0)) < 0) {
+      ec = errno_code();
+      return nullptr;
+    }
+  }
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || ::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+    ec = errno_code();
+    return nullptr;
+  }
+  return open_events(fd, std::string(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ)), vnet, ec);
+}
+
+// Everything but the TUN descriptor: ifindex, the rtnetlink socket (subscribed before
+// the first query, so no change falls between them), the eventfds. Does not take `fd`
+// on failure.
+std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, std::error_code& ec) {
+  ifreq ifr{};
+  if (!if_ioctl(name.c_str(), SIOCGIFINDEX, ifr, ec)) return nullptr;
+  const int ifindex = ifr.ifr_ifindex;
+
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
+  if (!nl) {
+    ec = errno_code();
+    return nullptr;
+  }
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_LINK;
+  if (::bind(nl.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
+    ec = errno_code();
+    return nullptr;
+  }
+  UniqueFd close_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  UniqueFd wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!close_fd || !wake_fd) {
+    ec = errno_code();
+    return nullptr;
+  }
+  LinkState st;
+  if (!query_link(ifindex, st, ec)) return nullptr;
+
+  auto tun = std::make_unique<Tun>(Private(), fd, std::move(name), ifindex, vnet_hdr, nl.release(),
+                                   close_fd.release(), wake_fd.release());
+  tun->mtu_ = st.mtu;
+  tun->up_ = st.up;
+  tun->events_ = std::thread([t = tun.get()] { t->run_events(); });
+  pthread_setname_np(tun->events_.native_handle(), "tun-events");  // for ps/gdb (and the tests)
+  return tun;
+}
+
+Tun::Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, int nl_fd, int close_fd,
+         int wake_fd)
+    : name_(std::move(name)),
+      ifindex_(ifindex),
+      vnet_hdr_(vnet_hdr),
+      nl_fd_(nl_fd),
+      close_fd_(close_fd),
+      wake_fd_(wake_fd),
+      fd_(fd) {}
+
+Tun::~Tun() {
+  close();
+  ::close(nl_fd_);
+  ::close(close_fd_);
+  ::close(wake_fd_);
+}
+
+// --- read ---
+
+size_t Tun::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                 std::error_code& ec) {
+  ec.clear();
+  std::shared_lock lock(io_mu_);
+  const size_t want = std::min(bufs.size(), sizes.size());
+  for (;;) {
+    if (closed_.load(std::memory_order_acquire)) {
+      ec = canceled();
+      return 0;
+    }
+    // Try before polling: under load the queue is rarely empty, and poll() would be
+    // one more syscall per batch.
+    size_t n = 0;
+    while (n < want) {
+      long got = read_one(bufs[n], offset, ec);
+      if (ec) {
+        if (n > 0) ec.clear();  // hand over what we have; the next call reports it
+        return n;
+      }
+      if (got == 0) break;
+      if (got > 0) sizes[n++] = static_cast<size_t>(got);
+    }
+    if (n > 0 || want == 0) return n;
+    if (!wait(POLLIN, -1, ec)) return 0;
+  }
+}
+
+long Tun::read_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) {
+  if (buf.size() < offset) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return 0;
+  }
+  // A packet longer than the buffer runs into `spill`, so truncation shows.
+  uint8_t hdr[kVirtioNetHdrLen];
+  uint8_t spill;
+  const size_t cap = buf.size() - offset;
+  iovec iov[3];
+  int n = 0;
+  if (vnet_hdr_) iov[n++] = {hdr, sizeof hdr};
+  iov[n++] = {buf.data() + offset, cap};
+  iov[n++] = {&spill, 1};
+  const size_t hdr_len = vnet_hdr_ ? sizeof hdr : 0;
+
+  ssize_t r;
+  while ((r = ::readv(fd_.load(std::memory_order_relaxed), iov, n)) < 0) {
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) return 0;
+    // EBADFD: the interface was deleted under us (the event thread is closing us).
+    ec = errno == EBADFD ? canceled() : errno_code();
+    return 0;
+  }
+  const size_t total = static_cast<size_t>(r);
+  if (total < hdr_len || total - hdr_len > cap ||
+      (vnet_hdr_ && !finish_read(parse_hdr(hdr), buf.subspan(offset, total - hdr_len)))) {
+    read_dropped_.fetch_add(1, std::memory_order_relaxed);
+    return -1;
+  }
+  return static_cast<long>(total - hdr_len);
+}
+
+bool Tun::wait(short events, int timeout_ms, std::error_code& ec) {
+  pollfd fds[2] = {{fd_.load(std::memory_order_relaxed), events, 0}, {close_fd_, POLLIN, 0}};
+  for (;;) {
+    int r = ::poll(fds, 2, timeout_ms);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      ec = errno_code();
+      return false;
+    }
+    if (fds[1].revents) {
+      ec = canceled();
+      return false;
+    }
+    return r > 0;  // POLLERR/POLLHUP too: the next read or write reports them
+  }
+}
+
+// --- write ---
+
+size_t Tun::write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) {
+  ec.clear();
+  std::shared_lock lock(io_mu_);
+  if (closed_.load(std::memory_order_acquire)) {
+    ec = canceled();
+    return 0;
+  }
+  if (vnet_hdr_ && offset < kVirtioNetHdrLen) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return 0;
+  }
+  size_t written = 0;
+  for (const auto& b : bufs) {
+    if (write_one(b, offset, ec)) ++written;
+    else if (ec) break;
+  }
+  return written;
+}
+
+bool Tun::write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) {
+  if (buf.size() < offset) {
+    write_rejected_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const size_t hdr_len = vnet_hdr_ ? kVirtioNetHdrLen : 0;
+  uint8_t* start = buf.data() + offset - hdr_len;
+  std::memset(start, 0, hdr_len);  // flags 0, GSO_NONE: a complete, checksummed packet
+  const size_t len = buf.size() - offset + hdr_len;
+  for (;;) {
+    if (::write(fd_.load(std::memory_order_relaxed), start, len) >= 0) return true;
+    switch (errno) {
+      case EINTR:
+        continue;
+      case EAGAIN:
+        if (wait(POLLOUT, kWriteWaitMs, ec)) continue;
+        if (ec) return false;
+        break;  // no room in time: drop this one
+      case EINVAL:
+        break;  // not IPv4/IPv6 or malformed: the kernel's verdict on this packet only
+      case EBADFD:
+        ec = canceled();
+        return false;
+      default:  // EIO: the interface is down
+        ec = errno_code();
+        return false;
+    }
+    write_rejected_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+}
+
+Tun::Counters Tun::counters() const {
+  return {read_dropped_.load(std::memory_order_relaxed), write_rejected_.load(std::memory_order_relaxed)};
+}
+
+// --- events ---
+
+void Tun::set_event_handler(std::function<void(tun::Event)> handler) {
+  {
+    std::lock_guard lock(handler_mu_);
+    handler_ = std::move(handler);
+  }
+  report_pending_.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(wake_fd_, &one, sizeof one);
+}
+
+void Tun::emit(tun::Event e) {
+  std::function<void(tun::Event)> h;
+  {
+    std::lock_guard lock(handler_mu_);
+    h = handler_;
+  }
+  if (h) h(e);
+}
+
+void Tun::run_events() {
+  alignas(nlmsghdr) uint8_t buf[16384];
+  pollfd fds[3] = {{nl_fd_, POLLIN, 0}, {close_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  while (!closed_.load(std::memory_order_acquire)) {
+    if (::poll(fds, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents) break;
+    if (fds[2].revents) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
+      if (report_pending_.exchange(false)) {
+        LinkState st;
+        std::error_code ec;
+        if (query_link(ifindex_, st, ec)) {
+          mtu_.store(st.mtu, std::memory_order_relaxed);
+          up_ = st.up;
+        }
+        emit(up_ ? tun::Event::up : tun::Event::down);
+      }
+    }
+    if (!fds[0].revents) continue;
+    for (;;) {
+      sockaddr_nl from{};
+      socklen_t from_len = sizeof from;
+      ssize_t r = ::recvfrom(nl_fd_, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno == ENOBUFS) {  // the socket overflowed: messages were lost
+          resync();
+          if (closed_.load(std::memory_order_acquire)) return;
+          continue;
+        }
+        break;  // EAGAIN
+      }
+      if (from.nl_pid != 0) continue;  // only the kernel speaks for links
+      handle_netlink(buf, static_cast<size_t>(r));
+      if (closed_.load(std::memory_order_acquire)) return;
+    }
+  }
+}
+
+void Tun::handle_netlink(const uint8_t* msg, size_t size) {
+  int len = static_cast<int>(size);
+  for (auto* nh = reinterpret_cast<const nlmsghdr*>(msg); NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len)) {
+    if (nh->nlmsg_type != RTM_NEWLINK && nh->nlmsg_type != RTM_DELLINK) continue;
+    if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) continue;
+    auto* ifi = static_cast<const ifinfomsg*>(NLMSG_DATA(nh));
+    if (ifi->ifi_index != ifindex_) continue;
+
+    if (nh->nlmsg_type == RTM_DELLINK) {
+      // Always reported, even when already down: it is how users learn of the deletion.
+      up_ = false;
+      emit(tun::Event::down);
+      shutdown();
+      return;
+    }
+    int mtu = mtu_.load(std::memory_order_relaxed);
+    int alen = static_cast<int>(IFLA_PAYLOAD(nh));
+    for (auto* a = IFLA_RTA(ifi); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+      if (a->rta_type == IFLA_MTU && RTA_PAYLOAD(a) >= sizeof(uint32_t)) std::memcpy(&mtu, RTA_DATA(a), sizeof mtu);
+    }
+    apply({is_up(ifi->ifi_flags), mtu});
+  }
+}
+
+void Tun::resync() {
+  LinkState st;
+  std::error_code ec;
+  if (query_link(ifindex_, st, ec)) {
+    apply(st);
+  } else if (ec == std::errc::no_such_device) {
+    up_ = false;
+    emit(tun::Event::down);
+    shutdown();
+  }
+}
+
+void Tun::apply(const LinkState& st) {
+  if (mtu_.exchange(st.mtu, std::memory_order_relaxed) != st.mtu) emit(tun::Event::mtu_changed);
+  if (st.up != up_) {
+    up_ = st.up;
+    emit(up_ ? tun::Event::up : tun::Event::down);
+  }
+}
+
+// --- close ---
+
+void Tun::shutdown() {
+  closed_.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(close_fd_, &one, sizeof one);
+  // read() and write() leave once they see close_fd_ readable; then the descriptor
+  // can go without another thread still polling or reusing its number.
+  std::unique_lock lock(io_mu_);
+  int fd = fd_.exchange(-1);
+  if (fd >= 0) ::close(fd);
+}
+
+void Tun::close() {
+  shutdown();
+  std::lock_guard lock(join_mu_);
+  if (events_.joinable() && events_.get_id() != std::this_thread::get_id()) events_.join();
+}
+
+}  // namespace tunlinux
