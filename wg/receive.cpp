@@ -13,6 +13,7 @@
 
 #include "wg/device.hpp"
 #include "wg/log.hpp"
+#include "wg/transport_aead.hpp"
 
 namespace wg {
 namespace {
@@ -156,8 +157,8 @@ void Device::decrypt_batch(Batch& b) {
   for (size_t i = 0; i < b.count; ++i) {
     uint8_t* d = b.bufs[i];
     size_t n = b.sizes[i];
-    b.ok[i] = fresh && crypto::aead_open(d + kHeadroom, kp.receive_key.data(), b.counters[i],
-                                         std::span<const uint8_t>(d + kHeadroom, n - kHeadroom), {});
+    b.ok[i] = fresh && transport::open(d + kHeadroom, kp.receive_key.data(), b.counters[i],
+                                       std::span<const uint8_t>(d + kHeadroom, n - kHeadroom));
     b.sizes[i] = n - kHeadroom - kAeadTagLen;
   }
 }

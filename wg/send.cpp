@@ -14,6 +14,7 @@
 
 #include "wg/device.hpp"
 #include "wg/log.hpp"
+#include "wg/transport_aead.hpp"
 
 namespace wg {
 
@@ -175,8 +176,8 @@ void Device::encrypt_batch(Batch& b) {
     MessageTransportHeader h{static_cast<uint32_t>(MessageType::transport), kp.remote_index,
                              b.counters[i]};
     std::memcpy(buf, &h, sizeof h);
-    crypto::aead_seal(buf + kHeadroom, kp.send_key.data(), b.counters[i],
-                      std::span<const uint8_t>(buf + kHeadroom, padded), {});
+    transport::seal(buf + kHeadroom, kp.send_key.data(), b.counters[i],
+                    std::span<const uint8_t>(buf + kHeadroom, padded));
     b.ok[i] = len > 0;
     b.sizes[i] = kHeadroom + padded + kAeadTagLen;
   }
