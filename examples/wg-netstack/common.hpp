@@ -43,6 +43,28 @@ struct Context {
   std::string user, password;
 };
 
+// Counts a proxied connection as active for its lifetime.
+struct ActiveConnection {
+  explicit ActiveConnection(Metrics& m) : m(m) {
+    m.connections_total.fetch_add(1);
+    m.connections_active.fetch_add(1);
+  }
+  ~ActiveConnection() { m.connections_active.fetch_sub(1); }
+  Metrics& m;
+};
+
+// Accepts on `acceptor` until it is closed, serving each client in its own coroutine.
+template <class Serve>
+awaitable<void> accept_loop(tcp::acceptor& acceptor, Serve serve) {
+  for (;;) {
+    auto [ec, s] = co_await acceptor.async_accept(kTry);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) continue;
+    s.set_option(tcp::no_delay(true), ec);
+    asio::co_spawn(acceptor.get_executor(), serve(std::move(s)), asio::detached);
+  }
+}
+
 // Resolves host (a name through the tunnel's DNS, or a literal) and dials the first
 // address that answers. Errors as the last attempt reported.
 awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, const std::string& host,

@@ -96,12 +96,7 @@ awaitable<void> serve(Context& ctx, tcp::socket s) {
 }  // namespace
 
 awaitable<void> health_server(Context& ctx, tcp::acceptor& acceptor) {
-  for (;;) {
-    auto [ec, s] = co_await acceptor.async_accept(kTry);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) continue;
-    asio::co_spawn(acceptor.get_executor(), serve(ctx, std::move(s)), asio::detached);
-  }
+  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve(ctx, std::move(s)); });
 }
 
 }  // namespace wgns

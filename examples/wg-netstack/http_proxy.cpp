@@ -48,12 +48,7 @@ awaitable<void> respond(tcp::socket& s, http::status status, const std::string& 
 }
 
 awaitable<void> serve(Context& ctx, tcp::socket s) {
-  ctx.metrics.connections_total.fetch_add(1);
-  ctx.metrics.connections_active.fetch_add(1);
-  struct Active {
-    Metrics& m;
-    ~Active() { m.connections_active.fetch_sub(1); }
-  } active{ctx.metrics};
+  ActiveConnection active(ctx.metrics);
 
   boost::beast::flat_buffer buf;
   http::request_parser<http::empty_body> parser;
@@ -96,13 +91,7 @@ awaitable<void> serve(Context& ctx, tcp::socket s) {
 }  // namespace
 
 awaitable<void> http_proxy_server(Context& ctx, tcp::acceptor& acceptor) {
-  for (;;) {
-    auto [ec, s] = co_await acceptor.async_accept(kTry);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) continue;
-    s.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(acceptor.get_executor(), serve(ctx, std::move(s)), asio::detached);
-  }
+  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve(ctx, std::move(s)); });
 }
 
 }  // namespace wgns

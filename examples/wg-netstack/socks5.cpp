@@ -223,12 +223,7 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
 }
 
 awaitable<void> serve_client(Context& ctx, tcp::socket s) {
-  ctx.metrics.connections_total.fetch_add(1);
-  ctx.metrics.connections_active.fetch_add(1);
-  struct Active {
-    Metrics& m;
-    ~Active() { m.connections_active.fetch_sub(1); }
-  } active{ctx.metrics};
+  ActiveConnection active(ctx.metrics);
 
   if (!co_await negotiate(ctx, s)) co_return;
   uint8_t head[3];
@@ -279,13 +274,7 @@ SocksReply socks_reply_for(const error_code& ec) {
 }
 
 awaitable<void> socks5_server(Context& ctx, tcp::acceptor& acceptor) {
-  for (;;) {
-    auto [ec, s] = co_await acceptor.async_accept(kTry);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) continue;
-    s.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(acceptor.get_executor(), serve_client(ctx, std::move(s)), asio::detached);
-  }
+  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve_client(ctx, std::move(s)); });
 }
 
 }  // namespace wgns
