@@ -68,14 +68,14 @@ make_namespaces() {
 }
 
 # start_impl NS IFACE IMPL: starts a WireGuard daemon (wg-tun or wireguard-go) in NS in
-# the foreground, remembering its PID.
+# the foreground, remembering its PID. IMPL_LOG_LEVEL (default verbose) sets LOG_LEVEL.
 start_impl() {
   local ns=$1 iface=$2 impl=$3 bin
   case $impl in
     wg-tun) bin="$WGNET_BIN/wg-tun" ;;
     wireguard-go) bin=wireguard-go ;;
   esac
-  ip netns exec "$ns" env LOG_LEVEL=verbose "$bin" -f "$iface" >"$TMP/$iface.log" 2>&1 &
+  ip netns exec "$ns" env LOG_LEVEL="${IMPL_LOG_LEVEL:-verbose}" "$bin" -f "$iface" >"$TMP/$iface.log" 2>&1 &
   PIDS+=($!)
   local i
   for i in $(seq 50); do

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# Throughput, latency and CPU of plain veth, wg-tun <-> wg-tun and Debian's
+# wireguard-go <-> wireguard-go, in the netns topology of tests/netns/lib.sh; prints
+# one markdown table of medians. Its own command (root), not part of ctest.
+#
+#        namespace $NS_A (client, sends)           namespace $NS_B (server)
+#   ┌──────────────────────────────┐          ┌──────────────────────────────┐
+#   │ iperf3 -c / ping             │          │ iperf3 -s -1                 │
+#   │ $WG_A 198.19.0.1/24 mtu 1420 │ <══wg══> │ $WG_B 198.19.0.2/24 mtu 1420 │  (b), (c)
+#   │ veth  198.18.0.1/24          │ <─veth─> │ veth  198.18.0.2/24          │  (a)
+#   └──────────────────────────────┘          └──────────────────────────────┘
+#
+# Usage: netns_throughput.sh BIN_DIR [--reps N] [--seconds S]
+# Per repetition and configuration (fresh namespaces and daemons each time; the
+# order of configurations rotates per repetition so none always runs first):
+#   iperf3 TCP -P 1 (daemon CPU sampled from /proc/PID/stat), TCP -P 4,
+#   UDP -b 1G (received rate, loss), ping -c 50 -i 0.01 -s 56 (median RTT).
+# Every iperf3/ping run has a time limit and an outer timeout.
+set -u
+usage() { echo "usage: $0 BIN_DIR [--reps N] [--seconds S]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+BIN_SRC=$(cd "$1" 2>/dev/null && pwd) || { echo "no such BIN_DIR: $1" >&2; exit 2; }
+shift
+REPS=3
+SECS=5
+while [ $# -gt 0 ]; do
+  case $1 in
+    --reps) REPS=${2:-}; shift 2 || usage ;;
+    --seconds) SECS=${2:-}; shift 2 || usage ;;
+    *) usage ;;
+  esac
+done
+[[ $REPS =~ ^[1-9][0-9]*$ && $REPS -le 50 ]] || { echo "--reps: 1..50" >&2; exit 2; }
+[[ $SECS =~ ^[1-9][0-9]*$ && $SECS -le 120 ]] || { echo "--seconds: 1..120" >&2; exit 2; }
+[ -x "$BIN_SRC/wg-tun" ] || { echo "$BIN_SRC/wg-tun missing (cmake --build build --target wg-tun)" >&2; exit 2; }
+
+RUN_ID=${RUN_ID:-b$$}
+umask 077 # private keys and logs
+IMPL_LOG_LEVEL=error # verbose logging is for the functional tests, not for timing
+. "$(dirname "$0")/../netns/lib.sh"
+require_root
+for tool in iperf3 wireguard-go wg ping python3 ss; do
+  command -v "$tool" >/dev/null || { echo "$tool missing (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+
+SRV_PID=
+bench_cleanup() {
+  if [ -n "$SRV_PID" ]; then kill "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; fi
+  cleanup
+}
+trap bench_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A copy of the binary: a rebuild during the run must not mix two builds in one table.
+mkdir -p "$TMP/bin"
+cp -p "$BIN_SRC/wg-tun" "$TMP/bin/wg-tun"
+BUILT=$(date -u -r "$TMP/bin/wg-tun" '+%Y-%m-%d %H:%M:%S UTC')
+WGNET_BIN="$TMP/bin"
+RESULTS="$TMP/results.tsv" # config <tab> metric <tab> value, one line per measurement
+: >"$RESULTS"
+CLK_TCK=$(getconf CLK_TCK)
+TUN_MTU=1420 # both daemons' default TUN MTU; set explicitly so a changed default shows
+
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
+
+# utime + stime of all threads of PID, in clock ticks.
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+
+start_server() {
+  ip netns exec "$NS_B" timeout -k 2 $((SECS + 30)) iperf3 -s -1 >"$TMP/iperf-server.log" 2>&1 &
+  SRV_PID=$!
+  local i
+  for i in $(seq 50); do
+    nb ss -Hltn 'sport = :5201' 2>/dev/null | grep -q . && return 0
+    sleep 0.1
+  done
+  log "iperf3 server did not start"; cat "$TMP/iperf-server.log"
+  kill "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; SRV_PID=
+  return 1
+}
+
+stop_server() {
+  [ -n "$SRV_PID" ] || return 0
+  timeout 3 tail --pid="$SRV_PID" -f /dev/null 2>/dev/null || kill "$SRV_PID" 2>/dev/null
+  wait "$SRV_PID" 2>/dev/null
+  SRV_PID=
+}
+
+# iperf CONFIG LABEL ADDR [iperf3 args...]: one client run from A to B, recorded as
+# LABEL (Gbit/s received; for UDP also LABEL_loss in %). With CPU=1 in the
+# environment, the daemons' CPU over the run is recorded too.
+iperf() {
+  local cfg=$1 label=$2 addr=$3; shift 3
+  start_server || return 1
+  local t0 t1 a0 b0 a1 b1 out rc
+  if [ "${CPU:-0}" = 1 ]; then a0=$(cpu_ticks "${PIDS[0]}"); b0=$(cpu_ticks "${PIDS[1]}"); fi
+  t0=$(date +%s%N)
+  out=$(na timeout -k 2 $((SECS + 15)) iperf3 -c "$addr" -t "$SECS" -J "$@" 2>&1); rc=$?
+  t1=$(date +%s%N)
+  if [ "${CPU:-0}" = 1 ]; then a1=$(cpu_ticks "${PIDS[0]}"); b1=$(cpu_ticks "${PIDS[1]}"); fi
+  stop_server
+  local parsed
+  parsed=$(printf '%s' "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+if "error" in d: sys.exit(d["error"])
+r = d["end"]["sum_received"]
+print("%.6f %.4f" % (r["bits_per_second"] / 1e9, r.get("lost_percent", 0.0)))') \
+    || { log "$cfg $label: iperf3 failed (rc $rc): $(printf '%s' "$out" | tail -c 300)"; return 1; }
+  local gbps loss
+  read -r gbps loss <<<"$parsed"
+  record "$cfg" "$label" "$gbps"
+  local extra=""
+  if [[ " $* " == *" -u "* ]]; then
+    record "$cfg" "${label}_loss" "$loss"
+    extra=" (loss $loss %)"
+  fi
+  if [ "${CPU:-0}" = 1 ]; then
+    local secs_ns=$((t1 - t0))
+    local ca cb
+    ca=$(python3 -c "print('%.1f' % (100.0 * ($a1 - $a0) / $CLK_TCK / ($secs_ns / 1e9)))")
+    cb=$(python3 -c "print('%.1f' % (100.0 * ($b1 - $b0) / $CLK_TCK / ($secs_ns / 1e9)))")
+    record "$cfg" cpu_tx "$ca"; record "$cfg" cpu_rx "$cb"
+    extra="$extra, CPU sender $ca %, receiver $cb %"
+  fi
+  log "$cfg $label: $gbps Gbit/s$extra"
+}
+
+# ping_rtt CONFIG ADDR: median RTT in µs of 50 pings (avg of the summary if no lines).
+ping_rtt() {
+  local cfg=$1 addr=$2 out us
+  out=$(na timeout -k 2 30 ping -n -c 50 -i 0.01 -s 56 -W 2 "$addr" 2>&1)
+  us=$(printf '%s\n' "$out" | python3 -c '
+import re, statistics, sys
+text = sys.stdin.read()
+rtts = [float(m) for m in re.findall(r"time=([0-9.]+) ms", text)]
+if rtts:
+    print("%.0f" % (statistics.median(rtts) * 1000))
+else:
+    m = re.search(r"= [0-9.]+/([0-9.]+)/", text)
+    if not m: sys.exit(1)
+    print("%.0f" % (float(m.group(1)) * 1000))') \
+    || { log "$cfg ping: no replies"; return 1; }
+  record "$cfg" rtt_us "$us"
+  log "$cfg ping: median RTT $us µs"
+}
+
+measure() { # CONFIG ADDR
+  local cfg=$1 addr=$2
+  CPU=$([ "$cfg" = veth ] && echo 0 || echo 1) iperf "$cfg" tcp1 "$addr" -P 1
+  sleep 1
+  iperf "$cfg" tcp4 "$addr" -P 4
+  sleep 1
+  iperf "$cfg" udp "$addr" -u -b 1G
+  sleep 1
+  ping_rtt "$cfg" "$addr"
+}
+
+run_config() { # CONFIG
+  local cfg=$1
+  log "--- $cfg ---"
+  if [ "$cfg" = veth ]; then
+    make_namespaces
+    ping_eventually "$NS_A" 198.18.0.2 || { log "veth: no connectivity"; teardown_pair; return; }
+    measure veth 198.18.0.2
+  else
+    setup_pair "$cfg" "$cfg" || { log "$cfg: setup failed"; teardown_pair; return; }
+    na ip link set dev "$WG_A" mtu "$TUN_MTU"
+    nb ip link set dev "$WG_B" mtu "$TUN_MTU"
+    ping_eventually "$NS_A" 198.19.0.2 || { log "$cfg: no handshake"; cat "$TMP"/*.log; teardown_pair; return; }
+    measure "$cfg" 198.19.0.2
+  fi
+  teardown_pair
+  sleep 1
+}
+
+CONFIGS=(veth wg-tun wireguard-go)
+START=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg) # other work on the machine skews every number
+log "netns throughput: $REPS repetition(s) of $SECS s, prefix $PREFIX"
+for rep in $(seq "$REPS"); do
+  log "=== repetition $rep/$REPS ==="
+  for i in 0 1 2; do
+    run_config "${CONFIGS[$(((i + rep - 1) % 3))]}"
+  done
+done
+
+echo
+python3 - "$RESULTS" "$START" "$REPS" "$SECS" "$TUN_MTU" \
+  "$(uname -r)" "$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)" "$(nproc)" \
+  "$(sha256sum "$WGNET_BIN/wg-tun" | cut -c1-12)" "$BUILT" \
+  "$(dpkg-query -W -f '${Version}' wireguard-go 2>/dev/null || echo '?')" \
+  "$(iperf3 --version | head -1 | awk '{print $2}')" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import statistics, sys
+from collections import defaultdict
+(path, start, reps, secs, mtu, kernel, cpu, nproc, sha, built, wggo, iperfv,
+ load0, load1) = sys.argv[1:15]
+vals = defaultdict(list)
+for line in open(path):
+    cfg, metric, v = line.rstrip("\n").split("\t")
+    vals[(cfg, metric)].append(float(v))
+# Derived per repetition: daemons' CPU (both sides) per Gbit/s of single-stream TCP.
+for cfg in ("wg-tun", "wireguard-go"):
+    t, a, b = vals[(cfg, "tcp1")], vals[(cfg, "cpu_tx")], vals[(cfg, "cpu_rx")]
+    if len(t) == len(a) == len(b):
+        vals[(cfg, "cpu_per_gbps")] = [(x + y) / g for x, y, g in zip(a, b, t) if g > 0]
+
+def med(cfg, metric):
+    v = vals.get((cfg, metric))
+    return statistics.median(v) if v else None
+
+rows = [  # metric, label, kind, format
+    ("tcp1", "TCP, 1 stream (Gbit/s)", "tput", "%.3f"),
+    ("tcp4", "TCP, 4 streams (Gbit/s)", "tput", "%.3f"),
+    ("udp", "UDP, 1 Gbit/s offered: received (Gbit/s)", "tput", "%.3f"),
+    ("udp_loss", "UDP, 1 Gbit/s offered: loss (%)", "plain", "%.2f"),
+    ("rtt_us", "ping RTT, median (µs)", "lat", "%.0f"),
+    ("cpu_tx", "CPU during TCP ×1, sender daemon (% of one core)", "cpu", "%.0f"),
+    ("cpu_rx", "CPU during TCP ×1, receiver daemon (% of one core)", "cpu", "%.0f"),
+    ("cpu_per_gbps", "CPU during TCP ×1, both daemons (% of a core per Gbit/s)", "cpu", "%.0f"),
+]
+print(f"date: {start} · kernel {kernel} · CPU {cpu} · nproc {nproc}")
+print(f"wg-tun sha256 {sha}… built {built} · wireguard-go {wggo} · iperf3 {iperfv} · "
+      f"TUN MTU {mtu}, veth MTU 1500 · {reps} reps × {secs} s, medians")
+print(f"load average before: {load0} · after: {load1}")
+print()
+print("| metric | veth | wg-tun | wireguard-go | wg-tun / wireguard-go | wg-tun / veth |")
+print("|---|---:|---:|---:|---:|---:|")
+def cell(v, fmt):
+    return "fail" if v is None else fmt % v
+for metric, label, kind, fmt in rows:
+    v, w, g = (med(c, metric) for c in ("veth", "wg-tun", "wireguard-go"))
+    vcell = "n/a" if kind == "cpu" else cell(v, fmt)
+    ratio = pct = "—"
+    if kind in ("tput", "lat", "cpu") and w is not None and g:
+        ratio = "%.2f×" % (w / g)
+    if kind == "tput" and w is not None and v:
+        pct = "%.1f %%" % (100 * w / v)
+    if kind == "lat" and w is not None and v:
+        pct = "%.2f×" % (w / v)
+    print(f"| {label} | {vcell} | {cell(w, fmt)} | {cell(g, fmt)} | {ratio} | {pct} |")
+print()
+print("per repetition (in run order):")
+for metric, label, kind, fmt in rows:
+    parts = []
+    for c in ("veth", "wg-tun", "wireguard-go"):
+        v = vals.get((c, metric))
+        if v:
+            parts.append(f"{c} " + " ".join(fmt % x for x in v))
+    print(f"  {metric}: " + "; ".join(parts))
+PY
