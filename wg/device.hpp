@@ -121,6 +121,8 @@ private:
   // device.cpp
   void crypto_worker();
   void submit(Batch* b);
+  void run_job(Batch* b);
+  static constexpr size_t kInlineBatch = 4;
   void timer_loop();
   void poke_timers();
   void install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator);
