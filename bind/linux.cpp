@@ -1,6 +1,10 @@
 // LinuxBind: recvmmsg/sendmmsg over an IPv4 and an IPv6 UDP socket, with sticky source
-// addresses. Receive flow: poll(socket, close eventfd) → recvmmsg → per datagram, the
-// sender from msg_name and the sticky source (and later the GRO size) from the control.
+// addresses and UDP GSO/GRO.
+//   Receive: carried datagrams first → poll(socket, close eventfd) → recvmmsg → per
+//   message, the sender from msg_name, the sticky source and GRO size from the control →
+//   split coalesced messages over the batch, carry what does not fit to the next call.
+//   Send: coalesce runs of equal-size datagrams into UDP_SEGMENT messages → sendmmsg →
+//   a refused segmented message goes again unsegmented (EIO: GSO off for the bind).
 #include "bind/linux.hpp"
 
 #include <arpa/inet.h>
@@ -15,6 +19,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -26,10 +31,17 @@ constexpr int kSocketBuffer = 7 << 20;  // as wireguard-go asks for
 constexpr int kPortTries = 100;         // fresh ports tried when IPv6 lacks IPv4's
 constexpr auto kSendWait = std::chrono::seconds(1);
 
-// Room for the control messages one datagram may carry: a PKTINFO (the IPv6 one is the
-// larger) and, once the fast path enables it, a UDP_GRO size.
+constexpr size_t kBatchSize = LinuxBind::kBatchSize;
+
+// Room for the control messages one received datagram may carry: a PKTINFO (the IPv6
+// one is the larger) and a UDP_GRO size.
 constexpr size_t kControlSize = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int));
 static_assert(kControlSize % alignof(cmsghdr) == 0);
+// A sent message's control: the sticky source, then UDP_SEGMENT's u16 segment size.
+constexpr size_t kSendControlSize = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t));
+static_assert(kSendControlSize % alignof(cmsghdr) == 0);
+// Carry storage kept once drained (two coalesced messages); a larger one is freed.
+constexpr size_t kCarryKeep = 2 * LinuxBind::kGroBufferSize;
 
 std::error_code sys_error(int err) { return {err, std::system_category()}; }
 
@@ -115,8 +127,9 @@ bool set_int(int fd, int level, int opt, int value, std::error_code& ec) {
 }
 
 // A non-blocking UDP socket of `family` (AF_INET or AF_INET6, v6-only) bound to the
-// wildcard address and `port`, asking for PKTINFO on every datagram.
-Fd open_socket(int family, uint16_t port, std::error_code& ec) {
+// wildcard address and `port`, asking for PKTINFO on every datagram and, with `want_gro`,
+// for coalesced datagrams (`gro` says whether the kernel agreed: Linux 5.0 and later).
+Fd open_socket(int family, uint16_t port, bool want_gro, bool& gro, std::error_code& ec) {
   Fd fd(::socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP));
   if (!fd) {
     ec = sys_error(errno);
@@ -124,6 +137,9 @@ Fd open_socket(int family, uint16_t port, std::error_code& ec) {
   }
   set_buffer(fd.get(), SO_RCVBUFFORCE, SO_RCVBUF);
   set_buffer(fd.get(), SO_SNDBUFFORCE, SO_SNDBUF);
+  // Before bind(), so that no datagram reaches the socket segmented by the kernel first.
+  std::error_code gro_ec;
+  gro = want_gro && set_int(fd.get(), SOL_UDP, UDP_GRO, 1, gro_ec);
   int r;
   if (family == AF_INET) {
     if (!set_int(fd.get(), IPPROTO_IP, IP_PKTINFO, 1, ec)) return {};
@@ -141,7 +157,6 @@ Fd open_socket(int family, uint16_t port, std::error_code& ec) {
     sa.sin6_addr = in6addr_any;
     r = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
   }
-  // GRO (fast-path issue): setsockopt(SOL_UDP, UDP_GRO) here when the kernel takes it.
   if (r != 0) {
     ec = sys_error(errno);
     return {};
@@ -161,6 +176,13 @@ uint16_t bound_port(int fd, std::error_code& ec) {
   return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
 }
 
+// getsockopt(UDP_SEGMENT) answers from Linux 4.18 on, when sendmsg takes the option.
+bool kernel_has_gso(int fd) {
+  int v = 0;
+  socklen_t len = sizeof v;
+  return ::getsockopt(fd, SOL_UDP, UDP_SEGMENT, &v, &len) == 0;
+}
+
 bool is_zero(const uint8_t* p, size_t n) {
   return std::all_of(p, p + n, [](uint8_t b) { return b == 0; });
 }
@@ -168,13 +190,14 @@ bool is_zero(const uint8_t* p, size_t n) {
 // Binds the IPv4 socket, then the IPv6 one on the port IPv4 got. With port 0 that port
 // may be taken for IPv6 only: start over with a fresh one, as wireguard-go does. A family
 // the kernel lacks is left out (its Fd stays empty); at least one must open.
-bool bind_pair(uint16_t port, Fd& v4, Fd& v6, uint16_t& bound, std::error_code& ec) {
+bool bind_pair(uint16_t port, bool want_gro, Fd& v4, bool& gro4, Fd& v6, bool& gro6, uint16_t& bound,
+               std::error_code& ec) {
   for (int tries = 0;; ++tries) {
     bound = port;
-    v4 = open_socket(AF_INET, port, ec);
+    v4 = open_socket(AF_INET, port, want_gro, gro4, ec);
     if (v4) bound = bound_port(v4.get(), ec);
     if (ec && ec != std::errc::address_family_not_supported) return false;
-    v6 = open_socket(AF_INET6, bound, ec);
+    v6 = open_socket(AF_INET6, bound, want_gro, gro6, ec);
     if (ec == std::errc::address_in_use && port == 0 && v4 && tries < kPortTries) continue;
     if (ec && ec != std::errc::address_family_not_supported) return false;
     ec.clear();
@@ -262,37 +285,92 @@ bool stale_source(const std::error_code& e) {
          e == std::errc::network_unreachable || e == std::errc::no_such_device;
 }
 
-// Sends bufs with sendmmsg, 128 at a time, looping on partial sends and waiting (until
-// `deadline`) while the socket buffer is full. Returns how many went; on failure ec says
-// why bufs[returned] did not.
-size_t send_some(int fd, int wake, std::span<const std::span<const uint8_t>> bufs,
-                 Destination& dst, std::chrono::steady_clock::time_point deadline,
-                 std::error_code& ec) {
-  std::array<mmsghdr, LinuxBind::kBatchSize> msgs;
-  std::array<iovec, LinuxBind::kBatchSize> iovs;
-  size_t sent = 0;
-  while (sent < bufs.size()) {
-    size_t n = std::min(bufs.size() - sent, LinuxBind::kBatchSize);
-    // GSO (fast-path issue): coalesce runs of equal-sized datagrams into one message
-    // with a UDP_SEGMENT control here; on EIO turn GSO off and rebuild the batch.
-    for (size_t i = 0; i < n; ++i) {
-      auto b = bufs[sent + i];
-      iovs[i].iov_base = const_cast<uint8_t*>(b.data());
-      iovs[i].iov_len = b.size();
-      msgs[i] = {};
-      msgs[i].msg_hdr.msg_name = &dst.name;
-      msgs[i].msg_hdr.msg_namelen = dst.name_len;
-      msgs[i].msg_hdr.msg_iov = &iovs[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-      if (dst.control_len) {
-        // Every message shares the one read-only control buffer.
-        msgs[i].msg_hdr.msg_control = dst.control;
-        msgs[i].msg_hdr.msg_controllen = dst.control_len;
-      }
+using SendFn = int (*)(int, mmsghdr*, unsigned, int);
+
+// The messages of one sendmmsg over up to kBatchSize datagrams: one iovec per datagram,
+// in order; a message covers one datagram, or a run of them sent as one UDP_SEGMENT
+// message (the kernel cuts it at the segment size, so datagram boundaries are kept).
+struct SendBatch {
+  std::array<mmsghdr, kBatchSize> msgs;
+  std::array<iovec, kBatchSize> iovs;
+  std::array<uint16_t, kBatchSize> counts;  // datagrams per message
+  alignas(cmsghdr) uint8_t control[kBatchSize][kSendControlSize];
+  unsigned size = 0;  // messages
+};
+
+// How many datagrams from bufs[0] go in one message: with gso, the run of datagrams of
+// bufs[0]'s size, ended by a shorter one (included: the kernel allows a short last
+// segment), a longer or empty one, kMaxGsoSegments, or max_bytes in all.
+size_t run_length(std::span<const std::span<const uint8_t>> bufs, bool gso, size_t max_bytes) {
+  const size_t size = bufs[0].size();
+  if (!gso || size == 0) return 1;
+  size_t k = 1, bytes = size;
+  while (k < bufs.size() && k < LinuxBind::kMaxGsoSegments) {
+    const size_t next = bufs[k].size();
+    if (next == 0 || next > size || bytes + next > max_bytes) break;
+    bytes += next;
+    ++k;
+    if (next < size) break;
+  }
+  return k;
+}
+
+// Fills b with messages for the first kBatchSize (at most) datagrams of bufs.
+void build(SendBatch& b, std::span<const std::span<const uint8_t>> bufs, const Destination& dst, bool gso,
+           size_t max_bytes) {
+  bufs = bufs.first(std::min(bufs.size(), kBatchSize));
+  b.size = 0;
+  for (size_t i = 0; i < bufs.size();) {
+    const size_t k = run_length(bufs.subspan(i), gso, max_bytes);
+    for (size_t d = i; d < i + k; ++d) b.iovs[d] = {const_cast<uint8_t*>(bufs[d].data()), bufs[d].size()};
+    mmsghdr& m = b.msgs[b.size];
+    m = {};
+    auto& h = m.msg_hdr;
+    h.msg_name = const_cast<sockaddr_storage*>(&dst.name);
+    h.msg_namelen = dst.name_len;
+    h.msg_iov = &b.iovs[i];
+    h.msg_iovlen = k;
+    if (k > 1) {
+      // This message's own control: the sticky source (if any), then the segment size.
+      uint8_t* c = b.control[b.size];
+      std::memcpy(c, dst.control, dst.control_len);
+      uint8_t* seg = c + dst.control_len;
+      std::memset(seg, 0, CMSG_SPACE(sizeof(uint16_t)));
+      cmsghdr hdr{};
+      hdr.cmsg_level = SOL_UDP;
+      hdr.cmsg_type = UDP_SEGMENT;
+      hdr.cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      std::memcpy(seg, &hdr, sizeof hdr);
+      const auto gso_size = static_cast<uint16_t>(bufs[i].size());  // ≤ max_bytes < 65536
+      std::memcpy(seg + CMSG_LEN(0), &gso_size, sizeof gso_size);
+      h.msg_control = c;
+      h.msg_controllen = dst.control_len + CMSG_SPACE(sizeof(uint16_t));
+    } else if (dst.control_len) {
+      // Single datagrams share the one read-only control buffer.
+      h.msg_control = const_cast<uint8_t*>(dst.control);
+      h.msg_controllen = dst.control_len;
     }
-    int r = ::sendmmsg(fd, msgs.data(), static_cast<unsigned>(n), 0);
+    b.counts[b.size++] = static_cast<uint16_t>(k);
+    i += k;
+  }
+}
+
+// Sends bufs with sendmmsg, up to kBatchSize datagrams per call, looping on partial sends
+// and waiting (until `deadline`) while the socket buffer is full. Returns how many
+// datagrams went; on failure ec says why bufs[returned] did not, and `segmented` whether
+// it was part of a UDP_SEGMENT message (then none of that message went).
+size_t send_some(SendFn send_fn, int fd, int wake, std::span<const std::span<const uint8_t>> bufs,
+                 const Destination& dst, bool gso, size_t max_bytes,
+                 std::chrono::steady_clock::time_point deadline, std::error_code& ec, bool& segmented) {
+  SendBatch b;  // ~18 KB of stack, nothing on the heap
+  size_t sent = 0;
+  segmented = false;
+  while (sent < bufs.size()) {
+    // After a partial send the rest is built afresh: simpler than resuming mid-batch.
+    build(b, bufs.subspan(sent), dst, gso, max_bytes);
+    int r = send_fn(fd, b.msgs.data(), b.size, 0);
     if (r > 0) {
-      sent += static_cast<size_t>(r);
+      for (size_t m = 0; m < static_cast<size_t>(r); ++m) sent += b.counts[m];
       continue;
     }
     int err = r == 0 ? EAGAIN : errno;
@@ -302,10 +380,89 @@ size_t send_some(int fd, int wake, std::span<const std::span<const uint8_t>> buf
       continue;
     }
     ec = sys_error(err);
+    segmented = b.counts[0] > 1;
     return sent;
   }
   ec.clear();
   return sent;
+}
+
+// One received message, described: its bytes (in the buffer it landed in), the GRO
+// segment size (0: a single datagram), how many datagrams it holds, and the sender.
+struct Message {
+  size_t len = 0;
+  uint16_t gso = 0;
+  size_t segments = 1;
+  Endpoint ep;
+};
+
+// Datagrams received but not handed out yet, in arrival order: the part of a read that
+// did not fit the caller's batch, or a message read through here because the caller's
+// buffers were too small for a coalesced one. One byte store, cut into datagrams by each
+// entry's GRO size. Used by one receiver at a time (under the socket's receive_mu).
+class Carry {
+public:
+  Carry() { entries_.reserve(kBatchSize); }  // a read adds at most one entry per message
+
+  bool empty() const { return head_ == entries_.size(); }
+
+  // Storage for `bytes` bytes, only while empty(). Allocates only when more is needed
+  // than ever since the last release: the first time, and when a read switches from
+  // single datagrams to coalesced ones (at most kBatchSize messages of 64 KB).
+  uint8_t* storage(size_t bytes) {
+    if (bytes > capacity_) {
+      capacity_ = std::max(bytes, LinuxBind::kGroBufferSize);
+      store_ = std::make_unique_for_overwrite<uint8_t[]>(capacity_);
+    }
+    return store_.get();
+  }
+
+  // Takes storage()[off, off + len) as one datagram, or as datagrams of gso bytes each
+  // (the last may be shorter) when gso > 0.
+  void add(size_t off, size_t len, uint16_t gso, const Endpoint& ep) { entries_.push_back({off, len, gso, ep}); }
+
+  // Hands out datagrams into bufs[from..] (cut to a smaller buffer, as recvmmsg would);
+  // returns how many.
+  size_t drain(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, std::span<Endpoint> eps,
+               size_t from) {
+    size_t i = from;
+    for (; i < bufs.size() && !empty(); ++i) {
+      Entry& e = entries_[head_];
+      const size_t len = e.gso ? std::min<size_t>(e.gso, e.len) : e.len;
+      const size_t n = std::min(len, bufs[i].size());
+      if (n) std::memcpy(bufs[i].data(), store_.get() + e.off, n);
+      sizes[i] = n;
+      eps[i] = e.ep;
+      e.off += len;
+      e.len -= len;
+      if (e.len == 0) ++head_;
+    }
+    if (empty()) {
+      entries_.clear();
+      head_ = 0;
+      if (capacity_ > kCarryKeep) {
+        store_.reset();
+        capacity_ = 0;
+      }
+    }
+    return i - from;
+  }
+
+private:
+  struct Entry {
+    size_t off, len;
+    uint16_t gso;
+    Endpoint ep;
+  };
+  std::unique_ptr<uint8_t[]> store_;
+  size_t capacity_ = 0;
+  std::vector<Entry> entries_;
+  size_t head_ = 0;  // entries_[head_] is the next to hand out
+};
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
 }  // namespace
@@ -364,14 +521,98 @@ void parse_control(const uint8_t* control, size_t len, Endpoint& ep, uint16_t& g
 }
 
 // One socket and the scratch its receiver uses: preallocated so that receiving a batch
-// allocates nothing. receive_mu serializes receivers (one thread per socket expected).
+// allocates nothing (the carry aside, see Carry::storage). receive_mu serializes
+// receivers (one thread per socket expected) and guards everything below it.
 struct LinuxBind::Socket {
   Fd fd;
+  bool gro = false;  // UDP_GRO is on; set before the socket is shared, never changes
+
   std::mutex receive_mu;
   std::array<mmsghdr, kBatchSize> msgs{};
   std::array<iovec, kBatchSize> iovs{};
   std::array<sockaddr_in6, kBatchSize> names{};  // room for either family
   alignas(cmsghdr) uint8_t control[kBatchSize][kControlSize]{};
+  std::array<Message, kBatchSize> got{};  // the messages of the last read, described
+  Carry carry;
+  size_t segments_hint = 1;  // datagrams per message in the last read, rounded up
+
+  // Describes message j of the last read, which landed in a buffer of `cap` bytes.
+  Message describe(size_t j, size_t cap) const {
+    Message m;
+    const auto& h = msgs[j].msg_hdr;
+    endpoint_from(names[j], m.ep);
+    parse_control(control[j], h.msg_controllen, m.ep, m.gso);
+    m.len = std::min<size_t>(msgs[j].msg_len, cap);  // truncated if longer
+    // A coalesced message cut short (only if a kernel builds one above kGroBufferSize):
+    // its cut segment is no datagram.
+    if (m.gso && (h.msg_flags & MSG_TRUNC)) m.len -= m.len % m.gso;
+    if (m.gso && m.len > m.gso) {
+      m.segments = (m.len + m.gso - 1) / m.gso;
+    } else {
+      m.gso = 0;  // one datagram, whatever its size
+    }
+    return m;
+  }
+
+  // The r messages of the last read landed in bufs[out..out + r): splits them into
+  // datagrams from slot `out` on, one per slot, in order. What does not fit the batch
+  // goes to the carry. Returns the datagrams placed.
+  //
+  //   before:  bufs[out]   bufs[out+1]   bufs[out+2] ...
+  //            [a0 a1 a2]  [b0]          [c0 c1]
+  //   after:   [a0] [a1] [a2] [b0] [c0] | c1 → carry   (with 5 slots left)
+  size_t place(size_t r, size_t out, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+               std::span<Endpoint> eps) {
+    size_t total = 0;
+    for (size_t j = 0; j < r; ++j) {
+      got[j] = describe(j, bufs[out + j].size());
+      total += got[j].segments;
+    }
+    segments_hint = (total + r - 1) / r;
+
+    // Messages [0, p) fit whole; of message p (if any) the first `part` datagrams fit.
+    const size_t avail = bufs.size() - out;
+    size_t p = 0, used = 0;
+    while (p < r && used + got[p].segments <= avail) used += got[p++].segments;
+    const size_t part = p < r ? avail - used : 0;
+
+    // Carry the rest before the split below writes over the slots that hold it.
+    if (p < r) {
+      const size_t skip = part * got[p].gso;  // part > 0 only for a coalesced message
+      size_t bytes = got[p].len - skip;
+      for (size_t j = p + 1; j < r; ++j) bytes += got[j].len;
+      uint8_t* store = carry.storage(bytes);  // the carry is empty: reads happen only then
+      size_t off = 0;
+      for (size_t j = p; j < r; ++j) {
+        const size_t from = j == p ? skip : 0;
+        const size_t len = got[j].len - from;
+        if (len) std::memcpy(store + off, bufs[out + j].data() + from, len);
+        carry.add(off, len, got[j].gso, got[j].ep);
+        off += len;
+      }
+    }
+
+    // Split, last message first. Message j's datagrams go to the slots from out + start
+    // on, where start (the datagrams of the messages before it) is at least j: never
+    // below its own slot, and only over slots whose messages were already split or
+    // carried. Its first datagram may already be where it belongs.
+    size_t start = used + part;
+    for (size_t j = p < r && part > 0 ? p + 1 : p; j-- > 0;) {
+      const Message& m = got[j];
+      const size_t k = j == p ? part : m.segments;
+      start -= k;
+      const uint8_t* src = bufs[out + j].data();
+      for (size_t seg = k; seg-- > 0;) {
+        const size_t slot = out + start + seg;
+        const size_t off = seg * m.gso;
+        const size_t len = m.gso ? std::min<size_t>(m.gso, m.len - off) : m.len;
+        if (slot != out + j) std::memcpy(bufs[slot].data(), src + off, len);
+        sizes[slot] = len;
+        eps[slot] = m.ep;
+      }
+    }
+    return used + part;
+  }
 };
 
 struct LinuxBind::Sockets {
@@ -379,7 +620,15 @@ struct LinuxBind::Sockets {
   std::unique_ptr<Socket> v4, v6;
 };
 
-LinuxBind::LinuxBind() = default;
+LinuxBind::Options LinuxBind::options_from_environment() {
+  Options o;
+  o.gso = !env_set("WG_DISABLE_UDP_GSO");
+  o.gro = !env_set("WG_DISABLE_UDP_GRO");
+  return o;
+}
+
+LinuxBind::LinuxBind() : LinuxBind(options_from_environment()) {}
+LinuxBind::LinuxBind(Options options) : options_(options) {}
 LinuxBind::~LinuxBind() { close(); }
 
 bool LinuxBind::enter(uint64_t generation) {
@@ -412,16 +661,22 @@ std::vector<ReceiveFn> LinuxBind::open(uint16_t port, uint16_t& actual_port, std
   }
 
   Fd v4, v6;
+  bool gro4 = false, gro6 = false;
   uint16_t bound = 0;
-  if (!bind_pair(port, v4, v6, bound, ec)) return {};
-  auto adopt = [&](Fd& fd, std::unique_ptr<Socket>& slot) {
+  if (!bind_pair(port, options_.gro, v4, gro4, v6, gro6, bound, ec)) return {};
+  // An offload counts as on when every open socket has it (both share one kernel).
+  bool gso = options_.gso, gro = options_.gro;
+  auto adopt = [&](Fd& fd, bool fd_gro, std::unique_ptr<Socket>& slot) {
     if (!fd) return true;
     if (mark_ != 0 && !set_int(fd.get(), SOL_SOCKET, SO_MARK, static_cast<int>(mark_), ec)) return false;
+    gso = gso && kernel_has_gso(fd.get());
+    gro = gro && fd_gro;
     slot = std::make_unique<Socket>();
     slot->fd = std::move(fd);
+    slot->gro = fd_gro;
     return true;
   };
-  if (!adopt(v4, s->v4) || !adopt(v6, s->v6)) return {};
+  if (!adopt(v4, gro4, s->v4) || !adopt(v6, gro6, s->v6)) return {};
 
   uint64_t generation;
   {
@@ -429,6 +684,8 @@ std::vector<ReceiveFn> LinuxBind::open(uint16_t port, uint16_t& actual_port, std
     sockets_ = std::move(s);
     open_ = true;
     generation = ++generation_;
+    gso_.store(gso, std::memory_order_relaxed);
+    gro_.store(gro, std::memory_order_relaxed);
   }
   std::vector<ReceiveFn> fns;
   for (Socket* sock : {sockets_->v4.get(), sockets_->v6.get()}) {
@@ -456,6 +713,11 @@ void LinuxBind::close() {
   sockets_.reset();
 }
 
+// Where the kernel writes: straight into the caller's buffers when a coalesced message
+// fits them (always without GRO; with it, buffers of kGroBufferSize, as the core gives),
+// reading about as many messages as fill the batch at the last read's datagrams per
+// message, then splitting them in place. Smaller buffers with GRO read one message per
+// syscall into the carry's 64 KB and copy out of it.
 size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::span<uint8_t>> bufs,
                           std::span<size_t> sizes, std::span<Endpoint> eps, std::error_code& ec) {
   if (!enter(generation)) {
@@ -465,16 +727,24 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
   ScopeExit done{[this] { leave(); }};
   std::lock_guard lock(s.receive_mu);
   const int wake = sockets_->wake.get();
-  size_t n = std::min({bufs.size(), sizes.size(), eps.size(), kBatchSize});
-  if (n == 0) {
-    ec.clear();
-    return 0;
-  }
-  // GRO (fast-path issue): read fewer messages than n into 64 KB buffers and split each
-  // super-datagram (gso_size from parse_control) over the remaining slots.
-  for (;;) {
-    for (size_t i = 0; i < n; ++i) {
-      s.iovs[i] = {bufs[i].data(), bufs[i].size()};
+  const size_t n = std::min({bufs.size(), sizes.size(), eps.size(), kBatchSize});
+  bufs = bufs.first(n);
+  sizes = sizes.first(n);
+  eps = eps.first(n);
+
+  // 1. What an earlier receive could not hand out comes first.
+  size_t out = s.carry.drain(bufs, sizes, eps, 0);
+  while (out < n) {
+    // 2. Read.
+    const size_t avail = n - out;
+    const bool direct = !s.gro || std::all_of(bufs.begin() + static_cast<ptrdiff_t>(out), bufs.end(),
+                                              [](std::span<uint8_t> b) { return b.size() >= kGroBufferSize; });
+    const size_t m = !direct   ? 1
+                     : !s.gro ? avail
+                              : std::clamp<size_t>((avail + s.segments_hint - 1) / s.segments_hint, 1, avail);
+    for (size_t i = 0; i < m; ++i) {
+      s.iovs[i] = direct ? iovec{bufs[out + i].data(), bufs[out + i].size()}
+                         : iovec{s.carry.storage(kGroBufferSize), kGroBufferSize};
       auto& h = s.msgs[i].msg_hdr;
       h = {};
       h.msg_name = &s.names[i];
@@ -486,27 +756,32 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
       s.msgs[i].msg_len = 0;
     }
     // Try first: under load data is usually waiting, and this saves a poll().
-    int r = ::recvmmsg(s.fd.get(), s.msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+    int r = ::recvmmsg(s.fd.get(), s.msgs.data(), static_cast<unsigned>(m), MSG_DONTWAIT, nullptr);
     if (r > 0) {
-      for (size_t i = 0; i < static_cast<size_t>(r); ++i) {
-        const auto& h = s.msgs[i].msg_hdr;
-        sizes[i] = std::min<size_t>(s.msgs[i].msg_len, bufs[i].size());  // truncated if longer
-        endpoint_from(s.names[i], eps[i]);
-        uint16_t gso_size = 0;
-        parse_control(s.control[i], h.msg_controllen, eps[i], gso_size);
+      // 3. Split into datagrams.
+      if (direct) {
+        out += s.place(static_cast<size_t>(r), out, bufs, sizes, eps);
+      } else {
+        const Message msg = s.describe(0, kGroBufferSize);
+        s.carry.add(0, msg.len, msg.gso, msg.ep);
+        out += s.carry.drain(bufs, sizes, eps, out);
       }
-      ec.clear();
-      return static_cast<size_t>(r);
+      // 4. Fill the rest of the batch while the socket may hold more: it filled every
+      // message asked for, and nothing had to be carried.
+      if (static_cast<size_t>(r) < m || !s.carry.empty()) break;
+      continue;
     }
     int err = r == 0 ? EAGAIN : errno;
     if (err == EINTR) continue;
+    if (out > 0) break;  // hand out what there is; an error shows again on the next call
     if (err != EAGAIN && err != EWOULDBLOCK) {
       ec = sys_error(err);
       return 0;
     }
-    if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec))
-      return 0;
+    if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec)) return 0;
   }
+  ec.clear();
+  return out;
 }
 
 void LinuxBind::send(std::span<const std::span<const uint8_t>> bufs, Endpoint& ep, std::error_code& ec) {
@@ -521,14 +796,29 @@ void LinuxBind::send(std::span<const std::span<const uint8_t>> bufs, Endpoint& e
     ec = std::make_error_code(std::errc::address_family_not_supported);
     return;
   }
+  const SendFn send_fn = options_.sendmmsg ? options_.sendmmsg : &::sendmmsg;
+  const size_t max_bytes = ep.family == 4 ? kMaxGsoBytes4 : kMaxGsoBytes6;
+  bool gso = gso_.load(std::memory_order_relaxed);
   Destination dst(ep);
   const auto deadline = std::chrono::steady_clock::now() + kSendWait;
   std::error_code first;
   size_t i = 0;
   while (i < bufs.size()) {
     std::error_code e;
-    i += send_some(s->fd.get(), sockets_->wake.get(), bufs.subspan(i), dst, deadline, e);
+    bool segmented = false;
+    i += send_some(send_fn, s->fd.get(), sockets_->wake.get(), bufs.subspan(i), dst, gso, max_bytes, deadline, e,
+                   segmented);
     if (!e) break;
+    if (segmented) {
+      // The kernel refused a coalesced message, all of it. EIO means the egress device
+      // cannot checksum (as wireguard-go reads it): no more GSO on this bind. Any other
+      // refusal (EINVAL: a segment above the path MTU, or a stale source) is sorted out
+      // by sending the rest of this batch one datagram per message, which also shows
+      // the real error if there is one.
+      if (e == std::errc::io_error) gso_.store(false, std::memory_order_relaxed);
+      gso = false;
+      continue;
+    }
     if (dst.control_len && stale_source(e)) {
       // The sticky source is gone (address removed or moved, interface deleted): forget
       // it and send from whatever the routing table picks.

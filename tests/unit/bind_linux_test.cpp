@@ -1,16 +1,25 @@
-// LinuxBind over real loopback sockets (no root needed), and parse_control against
-// well-formed, truncated and hostile control buffers.
+// LinuxBind over real loopback sockets (no root needed), UDP GSO/GRO included, and
+// parse_control against well-formed, truncated and hostile control buffers.
 //
 //   bind A (127.0.0.1 / ::1, port Pa)  ── 128 datagrams ──▶  bind B (port Pb)
 //                                      ◀── reply from B's sticky source ──
+//
+// Loopback passes a UDP_SEGMENT send through whole: a receiver with UDP_GRO gets it as
+// one coalesced message, one without gets the datagrams one by one.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <optional>
 
 #include <chrono>
 #include <cstring>
@@ -41,6 +50,24 @@ bool ipv6_loopback() {
   return ok;
 }
 
+// What the running kernel offers (loopback supports both from Linux 5.0 on).
+bool kernel_gso() {
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  int v = 0;
+  socklen_t len = sizeof v;
+  bool ok = ::getsockopt(fd, SOL_UDP, UDP_SEGMENT, &v, &len) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool kernel_gro() {
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  int one = 1;
+  bool ok = ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+  ::close(fd);
+  return ok;
+}
+
 Endpoint endpoint(const std::string& s) {
   auto ep = Endpoint::parse(s);
   REQUIRE(ep);
@@ -66,19 +93,25 @@ std::vector<uint8_t> datagram(size_t i, uint8_t salt) {
 struct Received {
   std::vector<std::vector<uint8_t>> data;
   std::vector<Endpoint> eps;
+  bool too_many = false;  // a receive returned more than it had buffers for
 };
 
-// Receives until `want` datagrams arrived or the receive fails (close() ends it).
-Received collect(const ReceiveFn& fn, size_t want) {
-  std::vector<std::vector<uint8_t>> storage(kBatch, std::vector<uint8_t>(9000));
+// Receives until `want` datagrams arrived or the receive fails (close() ends it), with
+// `per_call` buffers of `buf_size` bytes per receive (the core uses 128 of 64 KB).
+Received collect(const ReceiveFn& fn, size_t want, size_t buf_size = 9000, size_t per_call = kBatch) {
+  std::vector<std::vector<uint8_t>> storage(per_call, std::vector<uint8_t>(buf_size));
   std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
-  std::vector<size_t> sizes(kBatch);
-  std::vector<Endpoint> eps(kBatch);
+  std::vector<size_t> sizes(per_call);
+  std::vector<Endpoint> eps(per_call);
   Received r;
   while (r.data.size() < want) {
     std::error_code ec;
     size_t n = fn(bufs, sizes, eps, ec);
     if (ec) break;
+    if (n > per_call) {  // no REQUIRE off the test's thread
+      r.too_many = true;
+      break;
+    }
     for (size_t i = 0; i < n; ++i) {
       r.data.emplace_back(storage[i].begin(), storage[i].begin() + static_cast<ptrdiff_t>(sizes[i]));
       r.eps.push_back(eps[i]);
@@ -92,8 +125,8 @@ Received collect(const ReceiveFn& fn, size_t want) {
 struct Collector {
   LinuxBind& b;
   std::future<Received> f;
-  Collector(LinuxBind& bind, const ReceiveFn& fn, size_t want)
-      : b(bind), f(std::async(std::launch::async, [fn, want] { return collect(fn, want); })) {}
+  Collector(LinuxBind& bind, const ReceiveFn& fn, size_t want, size_t buf_size = 9000, size_t per_call = kBatch)
+      : b(bind), f(std::async(std::launch::async, [=] { return collect(fn, want, buf_size, per_call); })) {}
   Received get() {
     if (f.wait_for(5s) != std::future_status::ready) b.close();
     return f.get();
@@ -118,6 +151,7 @@ std::vector<std::vector<uint8_t>> make_batch(uint8_t salt) {
 }
 
 void check_arrived(const Received& r, const std::vector<std::vector<uint8_t>>& sent) {
+  REQUIRE_FALSE(r.too_many);
   REQUIRE(r.data.size() == sent.size());
   // Loopback keeps the order; compare one by one.
   for (size_t i = 0; i < sent.size(); ++i) {
@@ -245,9 +279,12 @@ TEST_CASE("bind linux: a bogus sticky source is cleared and the batch still arri
   // A test-network address no interface here has (IPv4: ENETUNREACH, IPv6: EINVAL), or
   // the loopback address on an interface that does not exist (ENODEV).
   bool bogus_address = GENERATE(true, false);
+  // Equal sizes go as UDP_SEGMENT messages, which the kernel refuses first.
+  bool equal_sizes = GENERATE(false, true);
   if (family == 6 && !ipv6_loopback()) return;
-  INFO("IPv" << family << (bogus_address ? " bogus address" : " bogus interface"));
-  LinuxBind a, b;
+  INFO("IPv" << family << (bogus_address ? " bogus address" : " bogus interface")
+             << (equal_sizes ? ", equal sizes" : ""));
+  LinuxBind a(LinuxBind::Options{}), b;
   uint16_t pa = 0, pb = 0;
   std::error_code ec;
   a.open(0, pa, ec);
@@ -261,9 +298,11 @@ TEST_CASE("bind linux: a bogus sticky source is cleared and the batch still arri
   to_b.source = bogus_address ? bogus.addr : to_b.addr;
   to_b.source_ifindex = bogus_address ? if_nametoindex("lo") : 999999;
 
-  auto sent = make_batch(3);
+  auto sent = equal_sizes ? std::vector<std::vector<uint8_t>>(kBatch, std::vector<uint8_t>(1000, 3)) : make_batch(3);
+  for (size_t i = 0; i < sent.size() && equal_sizes; ++i) sent[i][0] = static_cast<uint8_t>(i);
   Collector at_b(b, fb[family == 4 ? 0 : 1], kBatch);
   send_batch(a, sent, to_b);
+  REQUIRE(a.gso_enabled() == kernel_gso());  // a refusal other than EIO leaves GSO on
   REQUIRE_FALSE(to_b.has_source);
   REQUIRE(to_b.source_ifindex == 0);
   Received r = at_b.get();
@@ -341,6 +380,510 @@ TEST_CASE("bind linux: set_mark follows the privilege to set SO_MARK", "[bind]")
   } else {
     REQUIRE(ec == std::errc::operation_not_permitted);
   }
+}
+
+// ---- UDP GSO / GRO ---------------------------------------------------------------
+
+namespace {
+
+using Datagrams = std::vector<std::vector<uint8_t>>;
+
+// `count` datagrams of `size` bytes (index in the first two bytes, then a pattern), and
+// optionally a shorter last one.
+Datagrams equal_batch(size_t count, size_t size, uint8_t salt, size_t last = 0) {
+  Datagrams v;
+  auto make = [&](size_t i, size_t n) {
+    std::vector<uint8_t> d(n);
+    for (size_t k = 0; k < n; ++k) d[k] = static_cast<uint8_t>(k * 7 + i * 3 + salt);
+    if (n >= 2) {
+      d[0] = static_cast<uint8_t>(i >> 8);
+      d[1] = static_cast<uint8_t>(i);
+    }
+    return d;
+  };
+  for (size_t i = 0; i < count; ++i) v.push_back(make(i, size));
+  if (last) v.push_back(make(count, last));
+  return v;
+}
+
+// Datagrams of the given sizes, each one distinct.
+Datagrams sized_batch(const std::vector<size_t>& sizes, uint8_t salt) {
+  Datagrams v;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<uint8_t> d(sizes[i]);
+    for (size_t k = 0; k < d.size(); ++k) d[k] = static_cast<uint8_t>(k * 13 + i + salt);
+    if (d.size() >= 2) {
+      d[0] = static_cast<uint8_t>(i >> 8);
+      d[1] = static_cast<uint8_t>(i);
+    }
+    v.push_back(std::move(d));
+  }
+  return v;
+}
+
+Datagrams concat(std::initializer_list<Datagrams> parts) {
+  Datagrams v;
+  for (auto& p : parts) v.insert(v.end(), p.begin(), p.end());
+  return v;
+}
+
+struct Pair {
+  LinuxBind a, b;
+  uint16_t pa = 0, pb = 0;
+  std::vector<ReceiveFn> fa, fb;
+  Pair(LinuxBind::Options oa, LinuxBind::Options ob) : a(oa), b(ob) {
+    std::error_code ec;
+    fa = a.open(0, pa, ec);
+    REQUIRE_FALSE(ec);
+    fb = b.open(0, pb, ec);
+    REQUIRE_FALSE(ec);
+  }
+};
+
+LinuxBind::Options options(bool gso, bool gro) {
+  LinuxBind::Options o;
+  o.gso = gso;
+  o.gro = gro;
+  return o;
+}
+
+// A plain UDP socket on loopback, optionally with UDP_GRO: sees the messages exactly as
+// the kernel delivers them.
+struct RawSocket {
+  int fd = -1;
+  uint16_t port = 0;
+  RawSocket(int family, bool gro) {
+    fd = ::socket(family == 4 ? AF_INET : AF_INET6, SOCK_DGRAM, 0);
+    REQUIRE(fd >= 0);
+    int one = 1;
+    if (gro) REQUIRE(::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0);
+    int buf = 4 << 20;
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf);
+    sockaddr_storage ss{};
+    socklen_t len;
+    if (family == 4) {
+      auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+      sa->sin_family = AF_INET;
+      sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      len = sizeof *sa;
+    } else {
+      auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+      sa->sin6_family = AF_INET6;
+      sa->sin6_addr = in6addr_loopback;
+      len = sizeof *sa;
+    }
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0);
+    port = ntohs(family == 4 ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                             : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  }
+  ~RawSocket() { ::close(fd); }
+
+  struct Message {
+    std::vector<uint8_t> data;
+    int gso = 0;  // from UDP_GRO; 0 when absent
+  };
+  // Messages until none comes for 200 ms.
+  std::vector<Message> drain() {
+    std::vector<Message> out;
+    std::vector<uint8_t> buf(70000);
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 200) <= 0) return out;
+      alignas(cmsghdr) char control[256];
+      iovec iov{buf.data(), buf.size()};
+      msghdr h{};
+      h.msg_iov = &iov;
+      h.msg_iovlen = 1;
+      h.msg_control = control;
+      h.msg_controllen = sizeof control;
+      ssize_t n = ::recvmsg(fd, &h, 0);
+      REQUIRE(n >= 0);
+      Message m;
+      m.data.assign(buf.begin(), buf.begin() + n);
+      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) std::memcpy(&m.gso, CMSG_DATA(c), sizeof m.gso);
+      out.push_back(std::move(m));
+    }
+  }
+};
+
+// Every datagram of `r` is the one sent at its place, from A's port.
+void check_from(const Received& r, const Datagrams& sent, int family, uint16_t port) {
+  check_arrived(r, sent);
+  Endpoint want = endpoint(loopback(family, port));
+  for (auto& ep : r.eps) REQUIRE(ep.same_destination(want));
+}
+
+}  // namespace
+
+TEST_CASE("bind linux: GSO and GRO are on by default where the kernel has them", "[bind]") {
+  LinuxBind b(LinuxBind::Options{});
+  REQUIRE_FALSE(b.gso_enabled());  // nothing probed before open()
+  REQUIRE_FALSE(b.gro_enabled());
+  uint16_t port = 0;
+  std::error_code ec;
+  b.open(0, port, ec);
+  REQUIRE_FALSE(ec);
+  REQUIRE(b.gso_enabled() == kernel_gso());
+  REQUIRE(b.gro_enabled() == kernel_gro());
+
+  LinuxBind off(options(false, false));
+  off.open(0, port, ec);
+  REQUIRE_FALSE(ec);
+  REQUIRE_FALSE(off.gso_enabled());
+  REQUIRE_FALSE(off.gro_enabled());
+}
+
+TEST_CASE("bind linux: WG_DISABLE_UDP_GSO / WG_DISABLE_UDP_GRO switch the offloads off", "[bind]") {
+  struct Env {  // restores both variables
+    std::optional<std::string> gso, gro;
+    Env() {
+      if (const char* v = std::getenv("WG_DISABLE_UDP_GSO")) gso = v;
+      if (const char* v = std::getenv("WG_DISABLE_UDP_GRO")) gro = v;
+    }
+    ~Env() {
+      restore("WG_DISABLE_UDP_GSO", gso);
+      restore("WG_DISABLE_UDP_GRO", gro);
+    }
+    static void restore(const char* name, const std::optional<std::string>& v) {
+      if (v) ::setenv(name, v->c_str(), 1);
+      else ::unsetenv(name);
+    }
+  } env;
+  ::unsetenv("WG_DISABLE_UDP_GSO");
+  ::unsetenv("WG_DISABLE_UDP_GRO");
+  REQUIRE(LinuxBind::options_from_environment().gso);
+  REQUIRE(LinuxBind::options_from_environment().gro);
+
+  ::setenv("WG_DISABLE_UDP_GSO", "1", 1);
+  ::setenv("WG_DISABLE_UDP_GRO", "0", 1);  // "0" (or empty) leaves it on
+  {
+    LinuxBind b;
+    uint16_t port = 0;
+    std::error_code ec;
+    b.open(0, port, ec);
+    REQUIRE_FALSE(ec);
+    REQUIRE_FALSE(b.gso_enabled());
+    REQUIRE(b.gro_enabled() == kernel_gro());
+  }
+  ::setenv("WG_DISABLE_UDP_GSO", "", 1);
+  ::setenv("WG_DISABLE_UDP_GRO", "1", 1);
+  {
+    LinuxBind b;
+    uint16_t port = 0;
+    std::error_code ec;
+    b.open(0, port, ec);
+    REQUIRE_FALSE(ec);
+    REQUIRE(b.gso_enabled() == kernel_gso());
+    REQUIRE_FALSE(b.gro_enabled());
+  }
+}
+
+TEST_CASE("bind linux: 128 equal datagrams and a shorter last arrive intact, GSO/GRO on and off", "[bind]") {
+  int family = GENERATE(4, 6);
+  bool gso = GENERATE(true, false);
+  bool gro = GENERATE(true, false);
+  // 64 KB buffers take messages straight from the kernel; smaller ones go through the
+  // socket's scratch.
+  size_t buf_size = GENERATE(size_t{65600}, size_t{2048});
+  if (family == 6 && !ipv6_loopback()) return;
+  INFO("IPv" << family << " gso " << gso << " gro " << gro << " buffers " << buf_size);
+  Pair p(options(gso, true), options(true, gro));
+  REQUIRE(p.a.gso_enabled() == (gso && kernel_gso()));
+  REQUIRE(p.b.gro_enabled() == (gro && kernel_gro()));
+  const size_t slot = family == 4 ? 0 : 1;
+
+  auto sent = equal_batch(128, 1420, 1, 700);
+  Collector at_b(p.b, p.fb[slot], sent.size(), buf_size);
+  Endpoint to_b = endpoint(loopback(family, p.pb));
+  send_batch(p.a, sent, to_b);
+  Received r = at_b.get();
+  check_arrived(r, sent);
+  check_senders(r, family, p.pa);
+}
+
+TEST_CASE("bind linux: the sender coalesces runs as the rules say", "[bind]") {
+  int family = GENERATE(4, 6);
+  if (family == 6 && !ipv6_loopback()) return;
+  if (!kernel_gso() || !kernel_gro()) return;
+  INFO("IPv" << family);
+  LinuxBind a(options(true, true));
+  uint16_t pa = 0;
+  std::error_code ec;
+  a.open(0, pa, ec);
+  REQUIRE_FALSE(ec);
+  RawSocket raw(family, true);  // sees each UDP_SEGMENT message whole
+  Endpoint to = endpoint(loopback(family, raw.port));
+
+  struct Want {
+    size_t datagrams;
+    int gso;  // 0: a single datagram
+  };
+  Datagrams sent;
+  std::vector<Want> want;
+  SECTION("byte limit: 46 x 1420 bytes fit 65507 (IPv4) and 65527 (IPv6), 47 do not") {
+    sent = equal_batch(128, 1420, 2, 700);
+    // The 129th datagram is in the next sendmmsg (128 datagrams each): alone.
+    want = {{46, 1420}, {46, 1420}, {36, 1420}, {1, 0}};
+  }
+  SECTION("segment limit: 64 per message; 128 datagrams per sendmmsg") {
+    sent = equal_batch(200, 100, 3);
+    want = {{64, 100}, {64, 100}, {64, 100}, {8, 100}};
+  }
+  SECTION("a shorter datagram ends a run, a longer or empty one starts a new one") {
+    std::vector<size_t> sizes = {1000, 1000, 1000, 1000, 1000, 500,  // run + shorter last
+                                 1000, 1000, 1000,                   // a longer one follows
+                                 1200, 1200,                         // an empty one follows
+                                 0,                                  // alone
+                                 1200, 1200, 300};                   // run + shorter last
+    for (int i = 0; i < 69; ++i) sizes.push_back(300);               // 64, then 5
+    sizes.push_back(2000);                                           // longer: a new run,
+    sizes.push_back(7);                                              // which 7 ends
+    sizes.push_back(7);                                              // alone at the end
+    sent = sized_batch(sizes, 4);
+    want = {{6, 1000}, {3, 1000}, {2, 1200}, {1, 0}, {3, 1200}, {64, 300}, {5, 300}, {2, 2000}, {1, 0}};
+  }
+  send_batch(a, sent, to);
+  auto msgs = raw.drain();
+  REQUIRE(msgs.size() == want.size());
+  size_t next = 0;
+  for (size_t m = 0; m < msgs.size(); ++m) {
+    INFO("message " << m);
+    REQUIRE(msgs[m].gso == want[m].gso);
+    // The message is its datagrams back to back.
+    std::vector<uint8_t> joined;
+    for (size_t d = 0; d < want[m].datagrams; ++d) joined.insert(joined.end(), sent[next + d].begin(), sent[next + d].end());
+    REQUIRE(msgs[m].data == joined);
+    next += want[m].datagrams;
+  }
+  REQUIRE(next == sent.size());
+}
+
+TEST_CASE("bind linux: a receiver without GRO gets every datagram of a GSO send on its own", "[bind]") {
+  int family = GENERATE(4, 6);
+  if (family == 6 && !ipv6_loopback()) return;
+  INFO("IPv" << family);
+  LinuxBind a(options(true, true));
+  uint16_t pa = 0;
+  std::error_code ec;
+  a.open(0, pa, ec);
+  REQUIRE_FALSE(ec);
+  RawSocket raw(family, false);
+  Endpoint to = endpoint(loopback(family, raw.port));
+
+  auto sent = concat({equal_batch(128, 1420, 5, 700), equal_batch(100, 64, 6), sized_batch({900, 900, 0, 80}, 7)});
+  send_batch(a, sent, to);
+  auto msgs = raw.drain();
+  REQUIRE(msgs.size() == sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    INFO("datagram " << i);
+    REQUIRE(msgs[i].gso == 0);
+    REQUIRE(msgs[i].data == sent[i]);
+  }
+}
+
+TEST_CASE("bind linux: mixed sizes and runs longer than 64 arrive in order", "[bind]") {
+  int family = GENERATE(4, 6);
+  size_t buf_size = GENERATE(size_t{65600}, size_t{2048});
+  if (family == 6 && !ipv6_loopback()) return;
+  INFO("IPv" << family << " buffers " << buf_size);
+  Pair p(options(true, true), options(true, true));
+  const size_t slot = family == 4 ? 0 : 1;
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 300; ++i) sizes.push_back(200);  // runs of 64
+  for (int i = 0; i < 50; ++i) sizes.push_back(i % 7 == 6 ? 100 : 1300);
+  sizes.push_back(0);
+  for (int i = 0; i < 30; ++i) sizes.push_back(1500 - i);  // each one shorter: runs of 2
+  auto sent = sized_batch(sizes, 8);
+  Collector at_b(p.b, p.fb[slot], sent.size(), buf_size);
+  Endpoint to_b = endpoint(loopback(family, p.pb));
+  send_batch(p.a, sent, to_b);
+  check_from(at_b.get(), sent, family, p.pa);
+}
+
+TEST_CASE("bind linux: two senders' coalesced batches reach one receiver, each in order", "[bind]") {
+  Pair p(options(true, true), options(true, true));
+  LinuxBind c(options(true, true));
+  uint16_t pc = 0;
+  std::error_code ec;
+  c.open(0, pc, ec);
+  REQUIRE_FALSE(ec);
+  auto from_a = equal_batch(128, 1000, 9, 10);
+  auto from_c = equal_batch(128, 1100, 10, 20);
+  Collector at_b(p.b, p.fb[0], from_a.size() + from_c.size(), 65600);
+  Endpoint to_b = endpoint(loopback(4, p.pb));
+  auto sa = std::async(std::launch::async, [&] {
+    Endpoint to = to_b;
+    for (size_t i = 0; i < from_a.size(); i += 43) {  // several sends, interleaving with C's
+      std::vector<std::span<const uint8_t>> part(from_a.begin() + static_cast<ptrdiff_t>(i),
+                                                 from_a.begin() + static_cast<ptrdiff_t>(std::min(i + 43, from_a.size())));
+      std::error_code e;
+      p.a.send(part, to, e);
+      if (e) return e;
+    }
+    return std::error_code{};
+  });
+  {
+    Endpoint to = to_b;
+    std::vector<std::span<const uint8_t>> all(from_c.begin(), from_c.end());
+    c.send(all, to, ec);
+    REQUIRE_FALSE(ec);
+  }
+  REQUIRE_FALSE(sa.get());
+  Received r = at_b.get();
+  REQUIRE_FALSE(r.too_many);
+  Received ra, rc;
+  for (size_t i = 0; i < r.data.size(); ++i) {
+    REQUIRE((r.eps[i].port == p.pa || r.eps[i].port == pc));
+    Received& to = r.eps[i].port == p.pa ? ra : rc;
+    to.data.push_back(r.data[i]);
+    to.eps.push_back(r.eps[i]);
+  }
+  check_senders(ra, 4, p.pa);
+  check_senders(rc, 4, pc);
+  check_arrived(ra, from_a);
+  check_arrived(rc, from_c);
+}
+
+TEST_CASE("bind linux: what does not fit the receiver's batch is carried to the next call", "[bind]") {
+  int family = GENERATE(4, 6);
+  size_t buf_size = GENERATE(size_t{65600}, size_t{2048});
+  size_t per_call = GENERATE(size_t{1}, size_t{4}, size_t{100}, kBatch);
+  if (family == 6 && !ipv6_loopback()) return;
+  INFO("IPv" << family << " buffers " << buf_size << " x " << per_call);
+  Pair p(options(true, true), options(true, true));
+  const size_t slot = family == 4 ? 0 : 1;
+  Endpoint to_b = endpoint(loopback(family, p.pb));
+
+  // Everything is queued before the first receive, so reads meet several coalesced
+  // messages at once, mixed with single datagrams: 46-datagram messages, a 37 with a
+  // short last, 3 singles of rising size, 64-datagram messages, a 2 and a single.
+  Datagrams sent;
+  auto add = [&](Datagrams d) {
+    send_batch(p.a, d, to_b);
+    sent.insert(sent.end(), d.begin(), d.end());
+  };
+  add(equal_batch(128, 1420, 11, 700));
+  add(sized_batch({10, 20, 30}, 12));
+  add(equal_batch(130, 100, 13));
+  add(equal_batch(1, 1420, 14));
+  add(equal_batch(128, 1420, 15));
+
+  Received r = collect(p.fb[slot], sent.size(), buf_size, per_call);
+  check_from(r, sent, family, p.pa);
+}
+
+TEST_CASE("bind linux: the sticky source works with GSO", "[bind]") {
+  int family = GENERATE(4, 6);
+  if (family == 6 && !ipv6_loopback()) return;
+  INFO("IPv" << family);
+  Pair p(options(true, true), options(true, true));
+  const size_t slot = family == 4 ? 0 : 1;
+  auto sent = equal_batch(128, 1420, 16);
+  Collector at_b(p.b, p.fb[slot], sent.size(), 65600);
+  Endpoint to_b = endpoint(loopback(family, p.pb));
+  send_batch(p.a, sent, to_b);
+  Received r = at_b.get();
+  check_arrived(r, sent);
+  check_senders(r, family, p.pa);
+
+  // B answers A from the source it learnt, coalesced with UDP_SEGMENT and PKTINFO in one
+  // control buffer.
+  Endpoint back = r.eps.back();
+  REQUIRE(back.has_source);
+  auto reply = equal_batch(100, 1000, 17, 5);
+  Collector at_a(p.a, p.fa[slot], reply.size(), 65600);
+  send_batch(p.b, reply, back);
+  REQUIRE(back.has_source);
+  REQUIRE(p.b.gso_enabled() == kernel_gso());
+  Received r2 = at_a.get();
+  check_arrived(r2, reply);
+  check_senders(r2, family, p.pb);
+}
+
+namespace {
+
+// A sendmmsg that refuses every UDP_SEGMENT message with `refusal_errno`, as a kernel
+// whose egress device cannot checksum does with EIO; messages before the first
+// segmented one go out for real. Counts the refusals.
+std::atomic<int> refusal_errno{EIO};
+std::atomic<int> segmented_seen{0};
+
+bool is_segmented(const mmsghdr& m) {
+  const msghdr& h = m.msg_hdr;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c))
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_SEGMENT) return true;
+  return false;
+}
+
+int refusing_sendmmsg(int fd, mmsghdr* msgs, unsigned n, int flags) {
+  unsigned k = 0;
+  while (k < n && !is_segmented(msgs[k])) ++k;
+  if (k == 0 && n > 0) {
+    ++segmented_seen;
+    errno = refusal_errno.load();
+    return -1;
+  }
+  return ::sendmmsg(fd, msgs, k, flags);
+}
+
+}  // namespace
+
+TEST_CASE("bind linux: EIO on a segmented send turns GSO off and loses nothing", "[bind]") {
+  if (!kernel_gso()) return;
+  int family = GENERATE(4, 6);
+  if (family == 6 && !ipv6_loopback()) return;
+  INFO("IPv" << family);
+  refusal_errno = EIO;
+  segmented_seen = 0;
+  LinuxBind::Options oa = options(true, true);
+  oa.sendmmsg = refusing_sendmmsg;
+  Pair p(oa, options(true, true));
+  const size_t slot = family == 4 ? 0 : 1;
+  REQUIRE(p.a.gso_enabled());
+
+  // Single datagrams first (sent before the refusal), then runs: nothing twice, nothing lost.
+  auto sent = concat({sized_batch({50, 60, 70}, 18), equal_batch(125, 1420, 19)});
+  auto more = equal_batch(128, 1420, 20);
+  Collector at_b(p.b, p.fb[slot], sent.size() + more.size(), 65600);
+  Endpoint to_b = endpoint(loopback(family, p.pb));
+  send_batch(p.a, sent, to_b);
+  REQUIRE_FALSE(p.a.gso_enabled());
+  REQUIRE(segmented_seen == 1);
+
+  // Later sends go unsegmented straight away.
+  send_batch(p.a, more, to_b);
+  REQUIRE(segmented_seen == 1);
+  Received r = at_b.get();
+  check_from(r, concat({sent, more}), family, p.pa);
+
+  SECTION("a reopen probes again") {
+    std::error_code ec;
+    p.a.close();
+    p.a.open(0, p.pa, ec);
+    REQUIRE_FALSE(ec);
+    REQUIRE(p.a.gso_enabled());
+  }
+}
+
+TEST_CASE("bind linux: another refusal of a segmented send resends it unsegmented, GSO stays on", "[bind]") {
+  if (!kernel_gso()) return;
+  refusal_errno = EINVAL;  // e.g. a segment above the path MTU
+  segmented_seen = 0;
+  LinuxBind::Options oa = options(true, true);
+  oa.sendmmsg = refusing_sendmmsg;
+  Pair p(oa, options(true, true));
+  auto sent = equal_batch(128, 1420, 21, 700);
+  Collector at_b(p.b, p.fb[0], sent.size() * 2, 65600);
+  Endpoint to_b = endpoint(loopback(4, p.pb));
+  send_batch(p.a, sent, to_b);  // 128, then the 129th alone: one refusal
+  REQUIRE(p.a.gso_enabled());
+  REQUIRE(segmented_seen == 1);
+  send_batch(p.a, sent, to_b);
+  REQUIRE(segmented_seen == 2);  // tried again on the next send
+  check_from(at_b.get(), concat({sent, sent}), 4, p.pa);
+  refusal_errno = EIO;
 }
 
 // ---- parse_control ---------------------------------------------------------------

@@ -1,0 +1,341 @@
+#!/usr/bin/env bash
+# wg-netstack (no TUN, lwIP in the process) in namespace A against Debian's wireguard-go
+# (kernel TUN) in namespace B, every proxy and forward of wg-netstack carrying real
+# traffic to real servers in B.
+#
+#        namespace $NS_A                                  namespace $NS_B
+#   ┌───────────────────────────────┐              ┌──────────────────────────────────┐
+#   │ wg-netstack  UDP :51820       │  WireGuard   │ $WG_B (wireguard-go) :51821      │
+#   │   netstack 198.19.0.1         │ <══════════> │   198.19.0.2/24, fd00:19::2/64   │
+#   │            fd00:19::1         │              │   HTTP :8000 (v4 and v6)         │
+#   │   SOCKS5 127.0.0.1:1080       │              │   DNS  198.19.0.2:53 (web.test)  │
+#   │   HTTP   127.0.0.1:3128       │              │   UDP echo :7007                 │
+#   │   health 127.0.0.1:9090       │              │   TCP :9 closed                  │
+#   │   --forward tcp :18000, udp :17007          │                                  │
+#   │   --reverse 198.19.0.1:8080 → 127.0.0.1:18080 (local HTTP server)              │
+#   │ veth 198.18.0.1/24            │ <───veth───> │ veth 198.18.0.2/24               │
+#   └───────────────────────────────┘              └──────────────────────────────────┘
+#
+# Usage: wg_netstack_test.sh BIN_DIR   (exit 77 = skipped: not root)
+WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
+. "$(dirname "$0")/lib.sh"
+trap cleanup EXIT  # also removes lib.sh's temporary directory when skipped
+require_root
+command -v wireguard-go >/dev/null || { echo "wireguard-go missing (scripts/setup.sh installs it)"; exit 1; }
+command -v curl >/dev/null || { echo "curl missing"; exit 1; }
+[ -x "$WGNET_BIN/wg-netstack" ] || { echo "$WGNET_BIN/wg-netstack missing: build it first"; exit 1; }
+
+SOCKS=127.0.0.1:1080
+HTTP_PROXY_ADDR=127.0.0.1:3128
+HEALTH=127.0.0.1:9090
+NETSTACK_PID=
+
+# bg NS LOGNAME CMD...: runs CMD in namespace NS in the background, remembered for cleanup.
+bg() {
+  local ns=$1 name=$2; shift 2
+  ip netns exec "$ns" "$@" >"$TMP/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+
+# wait_listen NS PROTO ADDR:PORT: waits up to 10 s for a socket listening there.
+wait_listen() {
+  local ns=$1 proto=$2 addr=$3 i flag=-ltnH
+  [ "$proto" = udp ] && flag=-lunH
+  for i in $(seq 100); do
+    ip netns exec "$ns" ss $flag | awk '{print $4}' | grep -qxF "$addr" && return 0
+    sleep 0.1
+  done
+  log "nothing listens on $proto $addr in $ns"
+  return 1
+}
+
+write_helpers() {
+  # DNS over UDP for web.test (A + AAAA) and web6.test (AAAA only), NXDOMAIN otherwise;
+  # every query is logged with its source, so the test can see it came through the tunnel.
+  cat >"$TMP/dns.py" <<'PY'
+import socket, struct, sys
+A = {"web.test": ["198.19.0.2"]}
+AAAA = {"web.test": ["fd00:19::2"], "web6.test": ["fd00:19::2"]}
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.19.0.2", 53))
+log = open(sys.argv[1], "a", buffering=1)
+while True:
+    q, addr = s.recvfrom(4096)
+    try:
+        qid, flags, qdcount = struct.unpack(">HHH", q[:6])
+        if qdcount != 1 or flags & 0x8000:
+            continue
+        off, labels = 12, []
+        while q[off] != 0:
+            n = q[off]
+            labels.append(q[off + 1:off + 1 + n].decode().lower())
+            off += 1 + n
+        qtype, _ = struct.unpack(">HH", q[off + 1:off + 5])
+    except (IndexError, struct.error, UnicodeDecodeError):
+        continue
+    name = ".".join(labels)
+    log.write(f"{addr[0]} {name} {qtype}\n")
+    records = []
+    if qtype == 1:
+        records = [socket.inet_pton(socket.AF_INET, a) for a in A.get(name, [])]
+    elif qtype == 28:
+        records = [socket.inet_pton(socket.AF_INET6, a) for a in AAAA.get(name, [])]
+    rcode = 0 if name in A or name in AAAA else 3
+    head = struct.pack(">HHHHHH", qid, 0x8480 | (flags & 0x0100) | rcode, 1, len(records), 0, 0)
+    body = b"".join(struct.pack(">HHHIH", 0xC00C, qtype, 1, 60, len(r)) + r for r in records)
+    s.sendto(head + q[12:off + 5] + body, addr)
+PY
+  # UDP echo on both families.
+  cat >"$TMP/udp_echo.py" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", int(sys.argv[1])))
+while True:
+    d, a = s.recvfrom(65535)
+    s.sendto(d, a)
+PY
+  # A SOCKS5 client (RFC 1928) for what curl cannot show: the reply code of a CONNECT,
+  # and UDP ASSOCIATE. Prints the reply code, or the echoed payload.
+  cat >"$TMP/socks.py" <<'PY'
+import ipaddress, socket, struct, sys
+
+def recvn(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            raise EOFError("SOCKS server closed")
+        b += c
+    return b
+
+def address(host, port):
+    try:
+        ip = ipaddress.ip_address(host)
+        atyp = b"\x01" if ip.version == 4 else b"\x04"
+        return atyp + ip.packed + struct.pack(">H", port)
+    except ValueError:
+        return b"\x03" + bytes([len(host)]) + host.encode() + struct.pack(">H", port)
+
+def read_address(s):
+    atyp = recvn(s, 1)[0]
+    n = {1: 4, 4: 16}.get(atyp) or recvn(s, 1)[0]
+    raw = recvn(s, n)
+    port = struct.unpack(">H", recvn(s, 2))[0]
+    return (ipaddress.ip_address(raw).compressed if atyp in (1, 4) else raw.decode()), port
+
+def request(proxy, cmd, host, port):
+    h, p = proxy.rsplit(":", 1)
+    s = socket.create_connection((h, int(p)), timeout=15)
+    s.sendall(b"\x05\x01\x00")
+    assert recvn(s, 2) == b"\x05\x00", "method refused"
+    s.sendall(bytes([5, cmd, 0]) + address(host, port))
+    ver, rep, _ = recvn(s, 3)
+    bound = read_address(s) if rep == 0 else None
+    return s, rep, bound
+
+def parse_udp(d):
+    assert d[:3] == b"\0\0\0"
+    atyp = d[3]
+    if atyp == 1:
+        return ipaddress.ip_address(d[4:8]).compressed, struct.unpack(">H", d[8:10])[0], d[10:]
+    if atyp == 4:
+        return ipaddress.ip_address(d[4:20]).compressed, struct.unpack(">H", d[20:22])[0], d[22:]
+    raise ValueError("unexpected ATYP %d" % atyp)
+
+cmd, proxy, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if cmd == "connect":
+    s, rep, _ = request(proxy, 1, host, port)
+    print(rep)
+elif cmd == "udp":
+    payload = sys.argv[5].encode()
+    ctrl, rep, relay = request(proxy, 3, "0.0.0.0", 0)
+    assert rep == 0, "UDP ASSOCIATE refused: %d" % rep
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(2)
+    for attempt in range(5):
+        u.sendto(b"\0\0\0" + address(host, port) + payload, relay)
+        try:
+            d, _ = u.recvfrom(65535)
+        except socket.timeout:
+            continue
+        src, sport, data = parse_udp(d)
+        print("%s %d %s" % (src, sport, data.decode()))
+        break
+    else:
+        print("no reply")
+PY
+  # A UDP client for --forward udp: sends, prints the reply.
+  cat >"$TMP/udp_client.py" <<'PY'
+import socket, sys
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(2)
+for attempt in range(5):
+    u.sendto(sys.argv[3].encode(), (sys.argv[1], int(sys.argv[2])))
+    try:
+        print(u.recvfrom(65535)[0].decode())
+        break
+    except socket.timeout:
+        pass
+else:
+    print("no reply")
+PY
+}
+
+setup() {
+  make_namespaces
+  wg genkey >"$TMP/a.key"; wg pubkey <"$TMP/a.key" >"$TMP/a.pub"
+  wg genkey >"$TMP/b.key"; wg pubkey <"$TMP/b.key" >"$TMP/b.pub"
+  chmod 600 "$TMP"/*.key
+
+  # B: wireguard-go and the servers.
+  start_impl "$NS_B" "$WG_B" wireguard-go || return 1
+  configure "$NS_B" "$WG_B" "$TMP/b.key" 51821 "$(cat "$TMP/a.pub")" 198.18.0.1:51820 \
+    198.19.0.2 fd00:19::2 198.19.0.1 fd00:19::1
+  mkdir -p "$TMP/www" "$TMP/local"
+  echo "hello from B over wireguard-go" >"$TMP/www/index.html"
+  head -c 50000000 /dev/urandom >"$TMP/www/big.bin"
+  echo "hello from A's loopback" >"$TMP/local/local.txt"
+  write_helpers
+  bg "$NS_B" http4 python3 -m http.server --bind 198.19.0.2 --directory "$TMP/www" 8000
+  bg "$NS_B" http6 python3 -m http.server --bind fd00:19::2 --directory "$TMP/www" 8000
+  bg "$NS_B" dns python3 "$TMP/dns.py" "$TMP/dns-queries.log"
+  bg "$NS_B" udp-echo python3 "$TMP/udp_echo.py" 7007
+  wait_listen "$NS_B" tcp 198.19.0.2:8000 && wait_listen "$NS_B" tcp "[fd00:19::2]:8000" &&
+    wait_listen "$NS_B" udp 198.19.0.2:53 && wait_listen "$NS_B" udp "*:7007" || return 1
+
+  # A: a local HTTP server for --reverse, and wg-netstack.
+  bg "$NS_A" http-local python3 -m http.server --bind 127.0.0.1 --directory "$TMP/local" 18080
+  cat >"$TMP/a.conf" <<CONF
+[Interface]
+PrivateKey = $(cat "$TMP/a.key")
+ListenPort = 51820
+Address = 198.19.0.1/24, fd00:19::1/64
+DNS = 198.19.0.2
+
+[Peer]
+PublicKey = $(cat "$TMP/b.pub")
+AllowedIPs = 198.19.0.2/32, fd00:19::2/128
+Endpoint = 198.18.0.2:51821
+CONF
+  chmod 600 "$TMP/a.conf"
+  bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" --log-level verbose \
+    --socks5 "$SOCKS" --http "$HTTP_PROXY_ADDR" --health "$HEALTH" \
+    --forward tcp:127.0.0.1:18000=web.test:8000 --forward udp:127.0.0.1:17007=198.19.0.2:7007 \
+    --reverse tcp:198.19.0.1:8080=127.0.0.1:18080
+  NETSTACK_PID=${PIDS[-1]}
+  wait_listen "$NS_A" tcp 127.0.0.1:18080 && wait_listen "$NS_A" tcp "$SOCKS" &&
+    wait_listen "$NS_A" tcp "$HEALTH" && wait_listen "$NS_A" udp 127.0.0.1:17007 || return 1
+}
+
+http_status() { # URL: the status code of a GET from namespace A
+  na curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1"
+}
+
+socks_get() { # URL [curl args]: GET through the SOCKS proxy, host names resolved by it
+  local url=$1; shift
+  na curl -sS --max-time 60 --socks5-hostname "$SOCKS" "$@" "$url"
+}
+
+# curl_socks_error URL CODE: curl through the proxy fails with CURLE_PROXY (97) and names
+# the SOCKS reply code: "Can't complete SOCKS5 connection to 198.19.0.2. (5)".
+curl_socks_error() {
+  local rc
+  na curl -sS --max-time 20 --socks5-hostname "$SOCKS" "$1" >/dev/null 2>"$TMP/curl.err"
+  rc=$?
+  log "curl $1: rc $rc: $(head -c 120 "$TMP/curl.err")"
+  [ $rc -eq 97 ] && grep -qF "($2)" "$TMP/curl.err"
+}
+
+run_checks() {
+  # Nothing has crossed the tunnel yet: no handshake, not ready.
+  check "/readyz is 503 before any handshake" test "$(http_status "http://$HEALTH/readyz")" = 503
+
+  local body
+  body=$(socks_get http://web.test:8000/index.html)
+  check "SOCKS5: page fetched by name (web.test) through the tunnel ($body)" \
+    test "$body" = "hello from B over wireguard-go"
+  check "DNS: web.test was asked of 198.19.0.2 from the tunnel address 198.19.0.1" \
+    grep -q '^198.19.0.1 web.test 1$' "$TMP/dns-queries.log"
+  check "/readyz is 200 after the handshake" test "$(http_status "http://$HEALTH/readyz")" = 200
+
+  local start end
+  start=$(date +%s.%N)
+  socks_get http://web.test:8000/big.bin -o "$TMP/big.got"
+  end=$(date +%s.%N)
+  local want got
+  want=$(sha256sum <"$TMP/www/big.bin" | cut -d' ' -f1)
+  got=$(sha256sum <"$TMP/big.got" 2>/dev/null | cut -d' ' -f1)
+  check "SOCKS5: 50 MB arrive intact (sha256 ${got:0:16}…, $(python3 -c "print('%.0f' % (400 / ($end - $start)))") Mbit/s)" \
+    test "$want" = "$got"
+
+  body=$(socks_get "http://[fd00:19::2]:8000/index.html")
+  check "SOCKS5: IPv6 literal target ($body)" test "$body" = "hello from B over wireguard-go"
+  body=$(socks_get http://web6.test:8000/index.html)
+  check "SOCKS5: IPv6 target by name (AAAA only)" test "$body" = "hello from B over wireguard-go"
+
+  local out
+  out=$(na timeout 20 python3 "$TMP/socks.py" udp "$SOCKS" 198.19.0.2 7007 "udp via socks")
+  check "SOCKS5 UDP ASSOCIATE round trip ($out)" test "$out" = "198.19.0.2 7007 udp via socks"
+  out=$(na timeout 20 python3 "$TMP/socks.py" udp "$SOCKS" web.test 7007 "udp by name")
+  check "SOCKS5 UDP ASSOCIATE to a name resolved in the tunnel ($out)" test "$out" = "198.19.0.2 7007 udp by name"
+  out=$(na timeout 20 python3 "$TMP/socks.py" udp "$SOCKS" fd00:19::2 7007 "udp6 via socks")
+  check "SOCKS5 UDP ASSOCIATE round trip over IPv6 ($out)" test "$out" = "fd00:19::2 7007 udp6 via socks"
+
+  # Error replies (RFC 1928 REP): 5 = connection refused, 4 = host unreachable.
+  out=$(na timeout 20 python3 "$TMP/socks.py" connect "$SOCKS" 198.19.0.2 9)
+  check "SOCKS5: closed port → reply 5, connection refused (got $out)" test "$out" = 5
+  check "curl: closed port fails with SOCKS error 5 (rc 97)" curl_socks_error http://198.19.0.2:9/ 5
+  check "curl: 198.19.0.99 fails with SOCKS error 4 (rc 97)" curl_socks_error http://198.19.0.99/ 4
+  out=$(na timeout 20 python3 "$TMP/socks.py" connect "$SOCKS" 198.19.0.99 80)
+  check "SOCKS5: 198.19.0.99 outside AllowedIPs → reply 4, host unreachable (got $out)" test "$out" = 4
+  out=$(na timeout 20 python3 "$TMP/socks.py" connect "$SOCKS" nowhere.test 80)
+  check "SOCKS5: NXDOMAIN → reply 4, host unreachable (got $out)" test "$out" = 4
+
+  body=$(na curl -sS --max-time 30 http://127.0.0.1:18000/index.html)
+  check "--forward tcp: 127.0.0.1:18000 → web.test:8000 ($body)" test "$body" = "hello from B over wireguard-go"
+  out=$(na timeout 20 python3 "$TMP/udp_client.py" 127.0.0.1 17007 "udp via forward")
+  check "--forward udp: 127.0.0.1:17007 → 198.19.0.2:7007 ($out)" test "$out" = "udp via forward"
+  body=$(nb curl -sS --max-time 30 http://198.19.0.1:8080/local.txt)
+  check "--reverse tcp: B fetches 198.19.0.1:8080 → A's 127.0.0.1:18080 ($body)" \
+    test "$body" = "hello from A's loopback"
+  body=$(na curl -sS --max-time 30 -p -x "http://$HTTP_PROXY_ADDR" http://web.test:8000/index.html)
+  check "--http: CONNECT proxy fetches web.test ($body)" test "$body" = "hello from B over wireguard-go"
+  body=$(na curl -sS --max-time 30 -p -x "http://$HTTP_PROXY_ADDR" "http://[fd00:19::2]:8000/index.html")
+  check "--http: CONNECT to an IPv6 target ($body)" test "$body" = "hello from B over wireguard-go"
+
+  na curl -sS --max-time 5 "http://$HEALTH/metrics" >"$TMP/metrics.txt"
+  check "/metrics has wgnet_ lines" grep -q '^wgnet_' "$TMP/metrics.txt"
+  check "/metrics counts the handshake" grep -qE '^wgnet_handshakes_total [1-9]' "$TMP/metrics.txt"
+  local key leaked=0
+  for key in "$TMP"/a.key "$TMP"/a.pub "$TMP"/b.key "$TMP"/b.pub; do
+    grep -qF "$(cat "$key")" "$TMP/metrics.txt" && leaked=1
+  done
+  check "/metrics holds no key material (neither key of either side)" test $leaked -eq 0
+  check "/metrics holds nothing shaped like a base64 key" \
+    bash -c "! grep -qE '[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=' '$TMP/metrics.txt'"
+  check "wg-netstack still running" kill -0 "$NETSTACK_PID"
+}
+
+shutdown_check() {
+  local pid=$NETSTACK_PID
+  kill -TERM "$pid"
+  local i
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  check "SIGTERM: wg-netstack exits within 5 s" bash -c "! kill -0 $pid 2>/dev/null"
+}
+
+log "=== wg-netstack (A) <-> wireguard-go (B) ==="
+if setup; then
+  run_checks
+  shutdown_check
+else
+  fail "setup"
+fi
+
+if [ "$FAILURES" -ne 0 ]; then
+  log "$FAILURES check(s) failed"
+  for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
+  exit 1
+fi
+log "all wg-netstack netns checks passed"
