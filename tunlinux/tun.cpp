@@ -1,9 +1,12 @@
-// Kernel TUN device: open/attach, batched non-blocking reads and writes through a
-// virtio-net header, and the rtnetlink event thread.
+// Kernel TUN device: open/attach and offload negotiation, batched non-blocking reads and
+// writes through a virtio-net header, and the rtnetlink event thread.
 //
-//   read():  poll(tun fd, close eventfd) -> readv([vnet hdr][packet at offset][1-byte spill])
-//            ... repeated until EAGAIN or the batch is full -> finish_read() per packet
-//   write(): [zeroed vnet hdr in the headroom][packet] -> one write() per packet
+//   read():  poll(tun fd, close eventfd) -> readv([vnet hdr][buffer at offset][scratch])
+//            ... repeated until EAGAIN or the batch is full; per packet:
+//            plain, in the buffer -> finish_read() (complete a partial checksum)
+//            GSO, spilled into the scratch -> gso_split() into this and the next buffers
+//   write(): Gro::plan() per 128 packets -> one writev() per plain or coalesced packet
+//            ... EINVAL on a coalesced one: that GRO kind off, its packets one by one
 //   events:  poll(rtnetlink RTMGRP_LINK, close eventfd, wake eventfd) -> handler
 #include "tunlinux/tun.hpp"
 
@@ -22,10 +25,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <utility>
-
-#include "tunlinux/checksum.hpp"
 
 namespace tunlinux {
 namespace {
@@ -69,41 +72,37 @@ bool if_ioctl(const char* name, unsigned long request, ifreq& ifr, std::error_co
 
 bool is_up(unsigned flags) { return (flags & IFF_UP) && (flags & IFF_RUNNING); }
 
-uint16_t load_be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
 
-// The 16-bit fields are in host order: the kernel uses the host's byte order for a
-// legacy virtio-net header unless TUNSETVNETLE/BE says otherwise, and nobody sets those.
-VirtioNetHdr parse_hdr(const uint8_t* p) {
-  VirtioNetHdr h;
-  h.flags = p[0];
-  h.gso_type = p[1];
-  std::memcpy(&h.hdr_len, p + 2, 2);
-  std::memcpy(&h.gso_size, p + 4, 2);
-  std::memcpy(&h.csum_start, p + 6, 2);
-  std::memcpy(&h.csum_offset, p + 8, 2);
-  return h;
+// Offers what `opts` allow and takes the first set the kernel accepts: everything, then
+// without USO (Linux before 6.2 refuses the unknown bits with EINVAL), then nothing.
+bool negotiate_offloads(int fd, const Tun::Options& opts, unsigned& accepted, std::error_code& ec) {
+  constexpr unsigned kUso = kTunFUso4 | kTunFUso6;
+  unsigned want = 0;
+  if (opts.tso) want |= TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+  if (opts.uso) want |= TUN_F_CSUM | kUso;
+  for (unsigned offer : {want, want & ~kUso, 0u}) {
+    if (::ioctl(fd, TUNSETOFFLOAD, static_cast<unsigned long>(offer)) == 0) {
+      accepted = offer;
+      return true;
+    }
+    if (offer == 0) break;
+  }
+  ec = errno_code();
+  return false;
 }
 
 }  // namespace
 
-bool finish_read(const VirtioNetHdr& hdr, std::span<uint8_t> packet) {
-  // Nothing is negotiated with TUNSETOFFLOAD yet, so a GSO packet is a kernel surprise.
-  // TODO(fast path): split TSO/USO super-packets here.
-  if (hdr.gso_type != kVirtioNetHdrGsoNone) return false;
-  if (hdr.flags & kVirtioNetHdrFNeedsCsum) {
-    // The field at csum_start + csum_offset holds the folded pseudo-header sum; the
-    // checksum covers everything from csum_start to the end of the packet.
-    size_t start = hdr.csum_start, at = start + hdr.csum_offset;
-    if (at + 2 > packet.size()) return false;
-    uint8_t* field = packet.data() + at;
-    uint16_t partial = load_be16(field);
-    field[0] = field[1] = 0;
-    uint16_t sum = static_cast<uint16_t>(~checksum(packet.data() + start, packet.size() - start, partial));
-    if (sum == 0) sum = 0xffff;  // as the kernel does: 0 means "no checksum" to UDP
-    field[0] = static_cast<uint8_t>(sum >> 8);
-    field[1] = static_cast<uint8_t>(sum);
-  }
-  return true;
+Tun::Options Tun::Options::from_env() {
+  Options o;
+  o.tso = !env_set("WG_TUN_DISABLE_TSO");
+  o.uso = !env_set("WG_TUN_DISABLE_USO");
+  o.gro = !env_set("WG_TUN_DISABLE_GRO");
+  return o;
 }
 
 // --- open ---
@@ -122,7 +121,7 @@ bool Tun::query_link(int ifindex, LinkState& st, std::error_code& ec) {
   return true;
 }
 
-std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, std::error_code& ec) {
+std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, const Options& opts, std::error_code& ec) {
   ec.clear();
   if (name.size() >= IFNAMSIZ || mtu < 0) {
     ec = std::make_error_code(std::errc::invalid_argument);
@@ -143,23 +142,20 @@ std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, std::error_co
     ec = errno_code(e);
     return nullptr;
   }
-  // No offloads yet: every read is one plain packet behind a GSO_NONE header.
-  if (::ioctl(fd.get(), TUNSETOFFLOAD, static_cast<unsigned long>(0)) < 0) {
-    ec = errno_code();
-    return nullptr;
-  }
+  unsigned offloads = 0;
+  if (!negotiate_offloads(fd.get(), opts, offloads, ec)) return nullptr;
   std::string actual(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ));
   if (mtu > 0) {
     ifreq m{};
     m.ifr_mtu = mtu;
     if (!if_ioctl(actual.c_str(), SIOCSIFMTU, m, ec)) return nullptr;
   }
-  auto tun = open_events(fd.get(), std::move(actual), true, ec);
+  auto tun = open_events(fd.get(), std::move(actual), true, offloads, opts, ec);
   if (tun) fd.release();
   return tun;
 }
 
-std::unique_ptr<Tun> Tun::from_fd(int fd, std::error_code& ec) {
+std::unique_ptr<Tun> Tun::from_fd(int fd, const Options& opts, std::error_code& ec) {
   ec.clear();
   ifreq ifr{};
   if (::ioctl(fd, TUNGETIFF, &ifr) < 0) {
@@ -172,27 +168,29 @@ std::unique_ptr<Tun> Tun::from_fd(int fd, std::error_code& ec) {
     return nullptr;
   }
   const bool vnet = flags & IFF_VNET_HDR;
+  unsigned offloads = 0;
   if (vnet) {
-    // The parent may have negotiated offloads or another header size: reset both.
+    // The parent may have negotiated other offloads or another header size: redo both.
     int size = kVirtioNetHdrLen;
-    if (::ioctl(fd, TUNSETVNETHDRSZ, &size) < 0 ||
-        ::ioctl(fd, TUNSETOFFLOAD, static_cast<unsigned long>(0)) < 0) {
+    if (::ioctl(fd, TUNSETVNETHDRSZ, &size) < 0) {
       ec = errno_code();
       return nullptr;
     }
+    if (!negotiate_offloads(fd, opts, offloads, ec)) return nullptr;
   }
   int fl = ::fcntl(fd, F_GETFL);
   if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || ::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
     ec = errno_code();
     return nullptr;
   }
-  return open_events(fd, std::string(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ)), vnet, ec);
+  return open_events(fd, std::string(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ)), vnet, offloads, opts, ec);
 }
 
 // Everything but the TUN descriptor: ifindex, the rtnetlink socket (subscribed before
 // the first query, so no change falls between them), the eventfds. Does not take `fd`
 // on failure.
-std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, std::error_code& ec) {
+std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, unsigned offloads,
+                                      const Options& opts, std::error_code& ec) {
   ifreq ifr{};
   if (!if_ioctl(name.c_str(), SIOCGIFINDEX, ifr, ec)) return nullptr;
   const int ifindex = ifr.ifr_ifindex;
@@ -218,8 +216,8 @@ std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, s
   LinkState st;
   if (!query_link(ifindex, st, ec)) return nullptr;
 
-  auto tun = std::make_unique<Tun>(Private(), fd, std::move(name), ifindex, vnet_hdr, nl.release(),
-                                   close_fd.release(), wake_fd.release());
+  auto tun = std::make_unique<Tun>(Private(), fd, std::move(name), ifindex, vnet_hdr, offloads, opts,
+                                   nl.release(), close_fd.release(), wake_fd.release());
   tun->mtu_ = st.mtu;
   tun->up_ = st.up;
   tun->events_ = std::thread([t = tun.get()] { t->run_events(); });
@@ -227,15 +225,21 @@ std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, s
   return tun;
 }
 
-Tun::Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, int nl_fd, int close_fd,
-         int wake_fd)
+Tun::Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned offloads, const Options& opts,
+         int nl_fd, int close_fd, int wake_fd)
     : name_(std::move(name)),
       ifindex_(ifindex),
       vnet_hdr_(vnet_hdr),
+      offloads_(offloads),
       nl_fd_(nl_fd),
       close_fd_(close_fd),
       wake_fd_(wake_fd),
-      fd_(fd) {}
+      fd_(fd),
+      // UDP_L4 on write needs Linux >= 6.2, which the kernel showed by taking USO; when
+      // USO was not offered we cannot tell, and a refused write turns it off.
+      tcp_gro_(vnet_hdr && opts.gro),
+      udp_gro_(vnet_hdr && opts.gro && (!opts.uso || (offloads & kTunFUso4))),
+      scratch_(std::make_unique_for_overwrite<uint8_t[]>(kMaxPacket + 1)) {}
 
 Tun::~Tun() {
   close();
@@ -260,33 +264,38 @@ size_t Tun::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> siz
     // one more syscall per batch.
     size_t n = 0;
     while (n < want) {
-      long got = read_one(bufs[n], offset, ec);
+      long got = pending_next_ < pending_.segments ? split_pending(bufs.subspan(n), sizes.subspan(n), offset)
+                                                   : read_one(bufs.subspan(n), sizes.subspan(n), offset, ec);
       if (ec) {
         if (n > 0) ec.clear();  // hand over what we have; the next call reports it
         return n;
       }
       if (got == 0) break;
-      if (got > 0) sizes[n++] = static_cast<size_t>(got);
+      if (got > 0) n += static_cast<size_t>(got);
     }
     if (n > 0 || want == 0) return n;
     if (!wait(POLLIN, -1, ec)) return 0;
   }
 }
 
-long Tun::read_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) {
+long Tun::read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                   std::error_code& ec) {
+  const std::span<uint8_t> buf = bufs[0];
   if (buf.size() < offset) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return 0;
   }
-  // A packet longer than the buffer runs into `spill`, so truncation shows.
+  // The packet goes straight into the caller's buffer; what does not fit runs on into the
+  // scratch buffer, right where it would continue if the buffer's part were copied in
+  // front of it. One byte more than any packet shows truncation.
   uint8_t hdr[kVirtioNetHdrLen];
-  uint8_t spill;
   const size_t cap = buf.size() - offset;
+  const size_t in_buf = std::min(cap, kMaxPacket);
   iovec iov[3];
   int n = 0;
   if (vnet_hdr_) iov[n++] = {hdr, sizeof hdr};
   iov[n++] = {buf.data() + offset, cap};
-  iov[n++] = {&spill, 1};
+  iov[n++] = {scratch_.get() + in_buf, kMaxPacket - in_buf + 1};
   const size_t hdr_len = vnet_hdr_ ? sizeof hdr : 0;
 
   ssize_t r;
@@ -297,13 +306,41 @@ long Tun::read_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) {
     ec = errno == EBADFD ? canceled() : errno_code();
     return 0;
   }
+  auto drop = [this] {
+    read_dropped_.fetch_add(1, std::memory_order_relaxed);
+    return -1L;
+  };
   const size_t total = static_cast<size_t>(r);
-  if (total < hdr_len || total - hdr_len > cap ||
-      (vnet_hdr_ && !finish_read(parse_hdr(hdr), buf.subspan(offset, total - hdr_len)))) {
+  if (total < hdr_len || total - hdr_len > std::max(cap, kMaxPacket)) return drop();
+  const size_t len = total - hdr_len;
+  const VirtioNetHdr vh = vnet_hdr_ ? VirtioNetHdr::decode(hdr) : VirtioNetHdr{};
+  if (vh.gso_type == kVirtioNetHdrGsoNone) {
+    if (len > cap || !finish_read(vh, buf.subspan(offset, len))) return drop();
+    sizes[0] = len;
+    return 1;
+  }
+  // A super-packet: gather it in the scratch buffer, then split it into bufs from there.
+  std::memcpy(scratch_.get(), buf.data() + offset, std::min(len, in_buf));
+  std::error_code parse_ec;
+  if (!gso_parse(vh, {scratch_.get(), len}, pending_, parse_ec)) return drop();
+  pending_next_ = 0;
+  read_split_.fetch_add(1, std::memory_order_relaxed);
+  return split_pending(bufs, sizes, offset);
+}
+
+long Tun::split_pending(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset) {
+  // Segments are bounded by the caller's buffers alone, not by mtu(): a super-packet
+  // queued before an MTU change is still delivered whole.
+  std::error_code ec;
+  const size_t k = gso_split(pending_, {scratch_.get(), pending_.len}, pending_next_, bufs, sizes, offset,
+                             std::numeric_limits<size_t>::max(), ec);
+  if (ec) {
+    pending_next_ = pending_.segments;
     read_dropped_.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
-  return static_cast<long>(total - hdr_len);
+  pending_next_ += k;
+  return static_cast<long>(k);
 }
 
 bool Tun::wait(short events, int timeout_ms, std::error_code& ec) {
@@ -337,11 +374,58 @@ size_t Tun::write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::
     return 0;
   }
   size_t written = 0;
+  const GroOptions opts = gro();
+  if (opts.tcp || opts.udp) {
+    write_coalesced(bufs, offset, opts, written, ec);
+    return written;
+  }
   for (const auto& b : bufs) {
     if (write_one(b, offset, ec)) ++written;
     else if (ec) break;
   }
   return written;
+}
+
+bool Tun::write_coalesced(std::span<const std::span<uint8_t>> bufs, size_t offset, GroOptions opts,
+                          size_t& written, std::error_code& ec) {
+  Gro gro;  // ~20 KB of plan on this thread's stack: write() may run on many threads
+  for (size_t at = 0; at < bufs.size(); at += kGroMaxBatch) {
+    const auto chunk = bufs.subspan(at, std::min(kGroMaxBatch, bufs.size() - at));
+    gro.plan(chunk, offset, opts);
+    for (const Gro::Write& w : gro.writes()) {
+      const auto iov = gro.iov(w);
+      if (iov.empty()) {  // shorter than offset
+        write_rejected_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      switch (send(iov.data(), static_cast<int>(iov.size()), ec)) {
+        case Sent::ok:
+          written += w.member_count;
+          if (w.gso_type != kVirtioNetHdrGsoNone) write_coalesced_.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        case Sent::failed:
+          return false;
+        case Sent::dropped:
+          write_rejected_.fetch_add(w.member_count, std::memory_order_relaxed);
+          continue;
+        case Sent::refused:
+          break;
+      }
+      if (w.gso_type == kVirtioNetHdrGsoNone) {
+        write_rejected_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      // The kernel does not take this kind of coalesced packet: stop making them, and
+      // send this run's packets as they came (their bytes are untouched).
+      (w.gso_type == kVirtioNetHdrGsoUdpL4 ? udp_gro_ : tcp_gro_).store(false, std::memory_order_relaxed);
+      (w.gso_type == kVirtioNetHdrGsoUdpL4 ? opts.udp : opts.tcp) = false;
+      for (uint16_t m : gro.members(w)) {
+        if (write_one(chunk[m], offset, ec)) ++written;
+        else if (ec) return false;
+      }
+    }
+  }
+  return true;
 }
 
 bool Tun::write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) {
@@ -352,32 +436,37 @@ bool Tun::write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) 
   const size_t hdr_len = vnet_hdr_ ? kVirtioNetHdrLen : 0;
   uint8_t* start = buf.data() + offset - hdr_len;
   std::memset(start, 0, hdr_len);  // flags 0, GSO_NONE: a complete, checksummed packet
-  const size_t len = buf.size() - offset + hdr_len;
+  const iovec iov{start, buf.size() - offset + hdr_len};
+  const Sent s = send(&iov, 1, ec);
+  if (s == Sent::ok) return true;
+  if (s != Sent::failed) write_rejected_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+Tun::Sent Tun::send(const iovec* iov, int count, std::error_code& ec) {
   for (;;) {
-    if (::write(fd_.load(std::memory_order_relaxed), start, len) >= 0) return true;
+    if (::writev(fd_.load(std::memory_order_relaxed), iov, count) >= 0) return Sent::ok;
     switch (errno) {
       case EINTR:
         continue;
       case EAGAIN:
         if (wait(POLLOUT, kWriteWaitMs, ec)) continue;
-        if (ec) return false;
-        break;  // no room in time: drop this one
+        return ec ? Sent::failed : Sent::dropped;  // no room in time: drop this one
       case EINVAL:
-        break;  // not IPv4/IPv6 or malformed: the kernel's verdict on this packet only
+        return Sent::refused;  // not IPv4/IPv6 or malformed: the kernel's verdict on this packet only
       case EBADFD:
         ec = canceled();
-        return false;
+        return Sent::failed;
       default:  // EIO: the interface is down
         ec = errno_code();
-        return false;
+        return Sent::failed;
     }
-    write_rejected_.fetch_add(1, std::memory_order_relaxed);
-    return false;
   }
 }
 
 Tun::Counters Tun::counters() const {
-  return {read_dropped_.load(std::memory_order_relaxed), write_rejected_.load(std::memory_order_relaxed)};
+  return {read_dropped_.load(std::memory_order_relaxed), read_split_.load(std::memory_order_relaxed),
+          write_rejected_.load(std::memory_order_relaxed), write_coalesced_.load(std::memory_order_relaxed)};
 }
 
 // --- events ---

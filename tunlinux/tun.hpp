@@ -1,6 +1,14 @@
 // tunlinux::Tun: the kernel TUN device (/dev/net/tun) behind tun::Device, opened with a
-// virtio-net header in front of every packet so TSO/USO split and GRO can be added
-// without a second code path, plus an rtnetlink thread that reports up/down/MTU events.
+// virtio-net header in front of every packet so the kernel hands us 64 KB TSO/USO
+// super-packets (split here into MTU-sized packets) and takes GRO-coalesced ones (merged
+// here from the batch), plus an rtnetlink thread that reports up/down/MTU events.
+//
+// Offloads and their off-switches (Options, or these environment variables for the
+// create()/from_fd() overloads without Options; "1" turns the offload off):
+//   WG_TUN_DISABLE_TSO=1  no TUN_F_TSO4/TSO6: the kernel segments TCP itself, reads
+//                         carry one packet each
+//   WG_TUN_DISABLE_USO=1  no TUN_F_USO4/USO6 (Linux >= 6.2): the same for UDP_SEGMENT senders
+//   WG_TUN_DISABLE_GRO=1  write() writes every packet on its own, never coalesced
 #pragma once
 
 #include <atomic>
@@ -14,32 +22,13 @@
 #include <system_error>
 #include <thread>
 
+#include <sys/uio.h>
+
 #include "tun/device.hpp"
+#include "tunlinux/offload.hpp"
+#include "tunlinux/virtio_net.hpp"
 
 namespace tunlinux {
-
-// Bytes of the virtio-net header (struct virtio_net_hdr) the kernel puts in front of
-// each packet on an IFF_VNET_HDR device; we keep the kernel's default size.
-inline constexpr size_t kVirtioNetHdrLen = 10;
-
-// From <linux/virtio_net.h>, which does not compile as C++ (a field named `class`).
-inline constexpr uint8_t kVirtioNetHdrFNeedsCsum = 1;  // VIRTIO_NET_HDR_F_NEEDS_CSUM
-inline constexpr uint8_t kVirtioNetHdrGsoNone = 0;     // VIRTIO_NET_HDR_GSO_NONE
-
-// A struct virtio_net_hdr as read from the device, fields in host order.
-struct VirtioNetHdr {
-  uint8_t flags = 0;
-  uint8_t gso_type = 0;
-  uint16_t hdr_len = 0;
-  uint16_t gso_size = 0;
-  uint16_t csum_start = 0;
-  uint16_t csum_offset = 0;
-};
-
-// Turns one packet read behind `hdr` into a plain IP packet, in place: rejects GSO
-// packets (no offload is negotiated yet) and completes a checksum the kernel left
-// partial (VIRTIO_NET_HDR_F_NEEDS_CSUM). Returns false when the packet must be dropped.
-bool finish_read(const VirtioNetHdr& hdr, std::span<uint8_t> packet);
 
 class Tun final : public tun::Device {
   // Only create() and from_fd() can name it (explicit: `{}` does not make one).
@@ -48,38 +37,61 @@ class Tun final : public tun::Device {
   };
 
 public:
+  // Which offloads to offer; each one can be turned off on its own (some kernels and
+  // drivers mishandle each of them).
+  struct Options {
+    bool tso = true;  // TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6: read TCP super-packets
+    bool uso = true;  // TUN_F_CSUM | TUN_F_USO4 | TUN_F_USO6: read UDP super-packets
+    bool gro = true;  // coalesce TCP and UDP flows on write
+    // All on, less what WG_TUN_DISABLE_TSO/USO/GRO turn off.
+    static Options from_env();
+  };
+
   // Creates (or attaches to a free, persistent) TUN interface `name` ("" lets the
-  // kernel pick tunN) with IFF_TUN | IFF_NO_PI | IFF_VNET_HDR and no offloads, sets its
-  // MTU (0 keeps the kernel default) and starts the event thread. The descriptor is
+  // kernel pick tunN) with IFF_TUN | IFF_NO_PI | IFF_VNET_HDR, negotiates offloads
+  // (TUNSETOFFLOAD with CSUM|TSO4|TSO6|USO4|USO6 as `opts` allow, falling back to
+  // CSUM|TSO4|TSO6, then to none: offloads() tells what the kernel took), sets its MTU
+  // (0 keeps the kernel default) and starts the event thread. The descriptor is
   // non-blocking and close-on-exec. Errors: operation_not_permitted without
   // CAP_NET_ADMIN (permission_denied where /dev/net/tun is closed to the caller),
   // device_or_resource_busy when the name belongs to a device that is
   // not a free TUN, invalid_argument for a name of IFNAMSIZ bytes or more.
-  static std::unique_ptr<Tun> create(const std::string& name, int mtu, std::error_code& ec);
+  static std::unique_ptr<Tun> create(const std::string& name, int mtu, const Options& opts, std::error_code& ec);
+  static std::unique_ptr<Tun> create(const std::string& name, int mtu, std::error_code& ec) {
+    return create(name, mtu, Options::from_env(), ec);
+  }
 
   // Adopts an attached TUN descriptor (WG_TUN_FD from a parent process). Its flags are
   // kept: IFF_TUN and IFF_NO_PI are required, IFF_VNET_HDR is used when present (its
-  // header size reset to 10 bytes and its offloads to none). On success the Tun owns `fd`; on failure the caller
-  // still does.
-  static std::unique_ptr<Tun> from_fd(int fd, std::error_code& ec);
+  // header size reset to 10 bytes and offloads negotiated afresh as create() does).
+  // On success the Tun owns `fd`; on failure the caller still does.
+  static std::unique_ptr<Tun> from_fd(int fd, const Options& opts, std::error_code& ec);
+  static std::unique_ptr<Tun> from_fd(int fd, std::error_code& ec) { return from_fd(fd, Options::from_env(), ec); }
 
-  Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, int nl_fd, int close_fd,
-      int wake_fd);
+  Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned offloads, const Options& opts,
+      int nl_fd, int close_fd, int wake_fd);
   ~Tun() override;
   Tun(const Tun&) = delete;
   Tun& operator=(const Tun&) = delete;
 
   // read(): `offset` may be any value; each buffer holds offset + mtu() bytes at least
   // (a longer packet is dropped and counted, never truncated). Blocks until a packet
-  // arrives, then returns every packet already queued, up to bufs.size(). Returns 0 with
-  // operation_canceled after close() or once the interface is deleted.
+  // arrives, then returns every packet already queued, up to bufs.size(). A TSO/USO
+  // super-packet is read into a 64 KB scratch buffer of the device and split into as many
+  // of the buffers as it has segments; when the buffers run out, the next read() goes on
+  // with its remaining segments first. A plain packet is read straight into its buffer.
+  // Returns 0 with operation_canceled after close() or once the interface is deleted.
   size_t read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
               std::error_code& ec) override;
 
   // write(): with a virtio-net header (every device create() makes) `offset` must be at
-  // least kVirtioNetHdrLen: the header is written into the 10 bytes just before each
-  // packet so header and packet leave in one write(). Packets the kernel refuses
-  // (EINVAL: not IPv4/IPv6, malformed) are skipped and counted; the batch goes on.
+  // least kVirtioNetHdrLen: a plain packet's header is written into the 10 bytes just
+  // before it so header and packet leave in one write(). With GRO on, runs of TCP or UDP
+  // packets of one flow leave as one coalesced packet (Gro, one writev() each; the
+  // packets' bytes are not changed). If the kernel refuses a coalesced packet (EINVAL),
+  // that kind of GRO (TCP or UDP) is turned off for the device and the run is written
+  // packet by packet. Packets the kernel refuses (EINVAL: not IPv4/IPv6, malformed) are
+  // skipped and counted; the batch goes on. Returns the number of packets written.
   // Stops with io_error while the interface is down, operation_canceled after close().
   size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) override;
 
@@ -103,9 +115,19 @@ public:
   // after close().
   int fd() const { return fd_.load(std::memory_order_relaxed); }
 
+  // The TUNSETOFFLOAD bits the kernel accepted (TUN_F_*, kTunFUso4/6); 0 without a
+  // virtio-net header. Never changes.
+  unsigned offloads() const { return offloads_; }
+  // Which GRO kinds write() still uses: what Options allowed, less any the kernel refused.
+  GroOptions gro() const {
+    return {tcp_gro_.load(std::memory_order_relaxed), udp_gro_.load(std::memory_order_relaxed)};
+  }
+
   struct Counters {
-    uint64_t read_dropped = 0;    // bad virtio-net header, GSO, or longer than the buffer
-    uint64_t write_rejected = 0;  // refused by the kernel (EINVAL) or timed out on EAGAIN
+    uint64_t read_dropped = 0;     // bad virtio-net header or GSO packet, longer than the buffer
+    uint64_t read_split = 0;       // super-packets split into segments
+    uint64_t write_rejected = 0;   // refused by the kernel (EINVAL) or timed out on EAGAIN
+    uint64_t write_coalesced = 0;  // coalesced packets the kernel took
   };
   Counters counters() const;
 
@@ -117,12 +139,24 @@ private:
 
   // Flags and MTU of interface `ifindex`; ec = no_such_device once it is gone.
   static bool query_link(int ifindex, LinkState& st, std::error_code& ec);
-  static std::unique_ptr<Tun> open_events(int fd, std::string name, bool vnet_hdr, std::error_code& ec);
+  static std::unique_ptr<Tun> open_events(int fd, std::string name, bool vnet_hdr, unsigned offloads,
+                                          const Options& opts, std::error_code& ec);
 
-  // One packet into buf at offset; 0 = nothing queued (EAGAIN), -1 = dropped packet,
-  // otherwise its length. Device gone or closed: sets ec.
-  long read_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec);
+  // One read() from the device into bufs (a plain packet) or the scratch buffer (a
+  // super-packet, then split); 0 = nothing queued (EAGAIN), -1 = dropped packet,
+  // otherwise the number of packets. Device gone or closed: sets ec.
+  long read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                std::error_code& ec);
+  // More segments of the super-packet in scratch_; -1 when it had to be dropped.
+  long split_pending(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset);
+
+  enum class Sent { ok, refused, dropped, failed };  // refused = EINVAL; failed sets ec
+  Sent send(const iovec* iov, int count, std::error_code& ec);
+  // One packet behind a zeroed virtio-net header in its headroom.
   bool write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec);
+  // Plans each chunk with Gro and sends its writes; false once ec is set.
+  bool write_coalesced(std::span<const std::span<uint8_t>> bufs, size_t offset, GroOptions opts,
+                       size_t& written, std::error_code& ec);
   // Waits for `events` on the TUN descriptor; false once closing (ec set) or timed out.
   bool wait(short events, int timeout_ms, std::error_code& ec);
 
@@ -140,6 +174,7 @@ private:
   const std::string name_;
   const int ifindex_;
   const bool vnet_hdr_;
+  const unsigned offloads_;
   const int nl_fd_, close_fd_, wake_fd_;  // close_fd_ is an eventfd that stays readable once closed
   std::atomic<int> fd_;
 
@@ -148,7 +183,15 @@ private:
   std::shared_mutex io_mu_;
   std::atomic<bool> closed_{false};
   std::atomic<int> mtu_{0};
-  std::atomic<uint64_t> read_dropped_{0}, write_rejected_{0};
+  std::atomic<bool> tcp_gro_, udp_gro_;  // only ever go from true to false
+  std::atomic<uint64_t> read_dropped_{0}, read_split_{0}, write_rejected_{0}, write_coalesced_{0};
+
+  // Read state (read() runs on one thread at a time): the largest packet a read can
+  // bring, and the super-packet still being split into read() calls.
+  static constexpr size_t kMaxPacket = 65536 + 64;
+  std::unique_ptr<uint8_t[]> scratch_;  // kMaxPacket + 1 spill byte
+  GsoPacket pending_;
+  size_t pending_next_ = 0;  // next segment; == pending_.segments when none
 
   std::mutex handler_mu_;
   std::function<void(tun::Event)> handler_;
