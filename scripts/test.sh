@@ -31,4 +31,23 @@ cmake --build build-tsan -j"$jobs" --target wgnet_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -R '^device' 
 
+step "fuzz: each libFuzzer target for a short bounded time (clang-14)"
+cmake --preset fuzz >/dev/null
+fuzzers=(gro_fuzz gso_fuzz control_fuzz dns_message_fuzz)
+cmake --build build-fuzz -j"$jobs" --target "${fuzzers[@]}"
+for f in "${fuzzers[@]}"; do
+  corpus="tests/fuzz/corpus/${f%_fuzz}"
+  work=$(mktemp -d /tmp/wgnet-fuzz.XXXXXX)
+  # New inputs go to a scratch copy; the repository's seed corpus stays as it is.
+  [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+  echo "--- $f (${WGNET_FUZZ_SECONDS:-20} s)"
+  ./build-fuzz/bin/"$f" -max_total_time="${WGNET_FUZZ_SECONDS:-20}" -print_final_stats=1 \
+    -artifact_prefix="$work/" "$work" 2>&1 | grep -E "^(stat::number_of_executed_units|#[0-9]+ +DONE)|ERROR|SUMMARY" || true
+  if ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* >/dev/null 2>&1; then
+    echo "fuzz: $f found a failing input:"; ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* 2>/dev/null
+    exit 1
+  fi
+  rm -rf "$work"
+done
+
 step "all passed"
