@@ -18,7 +18,8 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       bind_(bind),
       options_(options),
       batch_(std::min({tun.batch_size(), bind.batch_size(), kMaxBatch})),
-      buffers_(options.buffer_limit) {
+      buffers_(options.buffer_limit),
+      staged_limit_(std::max<size_t>(options.buffer_limit / 4, 1)) {
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
   for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] { crypto_worker(); });
   handshake_thread_ = std::thread([this] { handshake_worker(); });
@@ -357,6 +358,7 @@ void Device::zero_peer_keys(Peer& p) {
 void Device::clear_staged(Peer& p) {
   std::lock_guard lock(p.send_mu_);
   for (auto& s : p.staged_) buffers_.give(s.buf);
+  staged_total_.fetch_sub(p.staged_.size(), std::memory_order_relaxed);
   p.staged_.clear();
 }
 
@@ -414,9 +416,14 @@ void Device::poke_timers() {
   timer_cv_.notify_one();
 }
 
+void Device::poke_timers_before(std::optional<TimePoint> deadline) {
+  if (deadline && deadline->time_since_epoch().count() < timer_wake_at_.load()) poke_timers();
+}
+
 void Device::timer_loop() {
   std::unique_lock lock(timer_mu_);
   while (!closing_) {
+    timer_wake_at_.store(std::numeric_limits<Clock::rep>::max());
     // Sleep until the earliest deadline of any peer (at most a second, so new
     // deadlines armed without a poke are never late by more than that).
     auto now = Clock::now();
@@ -444,6 +451,7 @@ void Device::timer_loop() {
       if (a.send_keepalive) send_keepalive(*p);
     }
     lock.lock();
+    timer_wake_at_.store(wake.time_since_epoch().count());
     timer_cv_.wait_until(lock, wake, [&] { return timer_poked_ || closing_.load(); });
     timer_poked_ = false;
   }

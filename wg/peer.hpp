@@ -20,6 +20,7 @@ namespace wg {
 class Device;
 
 inline constexpr size_t kMaxStagedPackets = 256;
+inline constexpr size_t kMinStagedPackets = 16;  // kept per peer even past the device's total
 
 struct PeerStats {
   std::atomic<uint64_t> tx_bytes{0};

@@ -231,6 +231,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
         p.endpoint_ = *source;  // roaming: reply where authenticated traffic came from
       }
       bool rekey = false;
+      std::optional<TimePoint> deadline;
       {
         std::lock_guard tl(p.timers_mu_);
         if (confirmed) p.timers_.handshake_complete(now);
@@ -241,6 +242,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
           p.timers_.sent_lastminute_handshake = true;
           rekey = true;
         }
+        deadline = p.timers_.next_deadline();
       }
       if (confirmed) {
         p.stats_.last_handshake_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -250,7 +252,10 @@ void Device::flush_inbound(Peer& p, Batch* done) {
         send_staged(p);
       }
       if (rekey) send_initiation(p, false);
-      poke_timers();
+      if (confirmed)
+        poke_timers();
+      else
+        poke_timers_before(deadline);
     }
     if (m > 0) {
       std::error_code ec;

@@ -87,9 +87,17 @@ void Device::stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, s
   {
     std::lock_guard lock(p.send_mu_);
     for (size_t i = 0; i < n; ++i) {
-      if (p.staged_.size() >= kMaxStagedPackets) {
+      // Packets wait here only while the peer has no session. Bounded per peer, and in
+      // all: peers that never answer must not hold the pool's buffers and stall the
+      // reader for everyone else. A full queue drops its own oldest packet; past the
+      // total, a peer keeps only a few, enough to start a session.
+      const bool over_all = staged_total_.load(std::memory_order_relaxed) >= staged_limit_ &&
+                            p.staged_.size() >= kMinStagedPackets;
+      if (p.staged_.size() >= kMaxStagedPackets || over_all) {
         buffers_.give(p.staged_.front().buf);
         p.staged_.pop_front();
+      } else {
+        staged_total_.fetch_add(1, std::memory_order_relaxed);
       }
       p.staged_.push_back({bufs[i], sizes[i]});
     }
@@ -102,7 +110,10 @@ void Device::send_keepalive(Peer& p) {
     std::lock_guard lock(p.send_mu_);
     if (p.staged_.empty()) {
       uint8_t* buf;
-      if (buffers_.try_take(&buf, 1) == 1) p.staged_.push_back({buf, 0});
+      if (buffers_.try_take(&buf, 1) == 1) {
+        p.staged_.push_back({buf, 0});
+        staged_total_.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
   send_staged(p);
@@ -139,6 +150,7 @@ void Device::send_staged(Peer& p) {
           }
           auto s = p.staged_.front();
           p.staged_.pop_front();
+          staged_total_.fetch_sub(1, std::memory_order_relaxed);
           b->bufs[b->count] = s.buf;
           b->sizes[b->count] = s.size;
           b->counters[b->count++] = nonce;
@@ -207,10 +219,15 @@ void Device::flush_outbound(Peer& p, Batch* done) {
       send_to_peer(p, std::span(dgrams.data(), b->count));
       p.stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
       auto now = Clock::now();
-      std::lock_guard tl(p.timers_mu_);
-      p.timers_.any_authenticated_packet_sent(now);
-      p.timers_.any_authenticated_packet_traversal(now);
-      if (data) p.timers_.data_sent(now);
+      std::optional<TimePoint> deadline;
+      {
+        std::lock_guard tl(p.timers_mu_);
+        p.timers_.any_authenticated_packet_sent(now);
+        p.timers_.any_authenticated_packet_traversal(now);
+        if (data) p.timers_.data_sent(now);
+        deadline = p.timers_.next_deadline();
+      }
+      poke_timers_before(deadline);
     }
     buffers_.give(b->bufs.data(), b->count);
     batches_.give(b);

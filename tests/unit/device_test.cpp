@@ -38,7 +38,7 @@ uint64_t seq_of(const std::vector<uint8_t>& p) {
 }
 
 struct Node {
-  explicit Node(conn::MemoryNetwork& net) : bind(net), dev(tun, bind) {}
+  explicit Node(conn::MemoryNetwork& net, DeviceOptions options = {}) : bind(net), dev(tun, bind, options) {}
   tun::MemoryDevice tun;
   conn::MemoryBind bind;
   Device dev;
@@ -48,10 +48,10 @@ struct Node {
 
 struct Pair {
   conn::MemoryNetwork net;
-  Node a{net}, b{net};
+  Node a, b;
   PeerPtr a_to_b, b_to_a;
 
-  Pair() {
+  explicit Pair(DeviceOptions options = {}) : a(net, options), b(net, options) {
     a.dev.set_private_key(a.key);
     b.dev.set_private_key(b.key);
     REQUIRE(!a.dev.up());
@@ -134,6 +134,25 @@ TEST_CASE("device: packets from a source outside the peer's allowed IPs are drop
   pr.a.tun.inject(ip4_packet(9, 2, 1));
   CHECK_FALSE(pr.b.tun.take(300ms));
   CHECK(pr.b.dev.stats().dropped_source == 1);
+}
+
+TEST_CASE("device: peers that never answer cannot starve the others of buffers", "[device]") {
+  DeviceOptions options;
+  options.buffer_limit = 1024;
+  Pair pr(options);
+  // Eight peers with no endpoint: packets to them are staged, waiting for a handshake
+  // that cannot start. Per peer that is up to 256 packets, 2048 in all: twice the pool.
+  for (uint8_t i = 0; i < 8; ++i) {
+    auto dead = pr.a.dev.add_peer(crypto::public_key(crypto::generate_private_key()));
+    pr.a.dev.add_allowed_ip(*dead, *IpPrefix::parse("198.19.0." + std::to_string(10 + i) + "/32"));
+  }
+  for (uint64_t n = 0; n < 300; ++n)
+    for (uint8_t i = 0; i < 8; ++i) pr.a.tun.inject(ip4_packet(1, uint8_t(10 + i), n));
+  // The live peer still gets through: the reader was not left waiting for buffers.
+  pr.a.tun.inject(ip4_packet(1, 2, 4242));
+  auto got = pr.b.tun.take(5s);
+  REQUIRE(got);
+  CHECK(seq_of(*got) == 4242);
 }
 
 TEST_CASE("device: reconfiguration while traffic flows", "[device]") {
