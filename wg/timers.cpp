@@ -12,16 +12,30 @@ bool expired(std::optional<TimePoint>& t, TimePoint now) {
   return true;
 }
 
+// Jitter only spreads handshakes in time; it guards no secret. A per-thread SplitMix64
+// seeded once from the system: the data path asks on every request that goes unanswered
+// for a moment (each ping), and a getrandom() system call each time showed in traces.
+uint64_t jitter_random() {
+  thread_local uint64_t state = [] {
+    uint64_t seed;
+    random_bytes(&seed, sizeof seed);
+    return seed;
+  }();
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
 
 Timers::Timers(std::function<Clock::duration()> jitter) : jitter_(std::move(jitter)) {}
 
 Clock::duration Timers::jitter() {
   if (jitter_) return jitter_();
-  uint32_t r;
-  random_bytes(&r, sizeof r);
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(
-      r % static_cast<uint32_t>(std::chrono::microseconds(kRekeyTimeoutJitterMax).count())));
+  const auto range = static_cast<uint64_t>(std::chrono::microseconds(kRekeyTimeoutJitterMax).count());
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::microseconds(static_cast<int64_t>(jitter_random() % range)));
 }
 
 // Data sent and no reply yet: if nothing authenticated comes back within
