@@ -18,6 +18,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ public:
   TcpStream& operator=(TcpStream&&) noexcept;
   ~TcpStream();
 
+  // The Stack's executor, also after close() or a move; a default-constructed stream
+  // has none and throws std::logic_error.
   executor_type get_executor() const;
   bool is_open() const { return conn_ != nullptr; }
   Endpoint local_endpoint() const;
@@ -99,6 +102,7 @@ private:
   void write_impl(asio::const_buffer b, asio::any_completion_handler<void(error_code, size_t)> h);
 
   std::shared_ptr<detail::TcpConn> conn_;
+  std::optional<Executor> executor_;
 };
 
 class TcpListener {

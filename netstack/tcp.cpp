@@ -4,6 +4,7 @@
 #include <boost/asio/error.hpp>
 
 #include <cstring>
+#include <stdexcept>
 
 #include "netstack/stack_impl.hpp"
 
@@ -255,19 +256,25 @@ err_t TcpListen::on_accept(void* arg, tcp_pcb* newpcb, err_t err) {
 
 // --- TcpStream ---
 
-TcpStream::TcpStream(std::shared_ptr<detail::TcpConn> c) : conn_(std::move(c)) {}
+TcpStream::TcpStream(std::shared_ptr<detail::TcpConn> c) : conn_(std::move(c)) {
+  if (conn_) executor_ = conn_->s.executor();
+}
 
 TcpStream& TcpStream::operator=(TcpStream&& o) noexcept {
   if (this != &o) {
     close();
     conn_ = std::move(o.conn_);
+    executor_ = o.executor_;
   }
   return *this;
 }
 
 TcpStream::~TcpStream() { close(); }
 
-Executor TcpStream::get_executor() const { return conn_->s.executor(); }
+Executor TcpStream::get_executor() const {
+  if (!executor_) throw std::logic_error("TcpStream: a default-constructed stream has no executor");
+  return *executor_;
+}
 Endpoint TcpStream::local_endpoint() const { return conn_ ? conn_->local : Endpoint{}; }
 Endpoint TcpStream::remote_endpoint() const { return conn_ ? conn_->remote : Endpoint{}; }
 

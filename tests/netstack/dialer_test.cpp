@@ -374,6 +374,33 @@ TEST_CASE("netstack: TCP to the peer's echo service, IPv4 and IPv6", "[netstack]
   CHECK(r.local.port != 0);
 }
 
+TEST_CASE("netstack: a closed stream keeps its executor and fails reads cleanly", "[netstack]") {
+  struct Result {
+    error_code dial, read;
+    bool posted = false, same = false;
+  };
+  auto r = run([](wg::IpAddress to) -> awaitable<Result> {
+    Watchdog wd(co_await asio::this_coro::executor, 15s);
+    Result r;
+    auto [ec, s] = co_await dial({to, 7});
+    r.dial = ec;
+    if (ec) co_return r;
+    auto before = s.get_executor();
+    s.close();
+    auto after = s.get_executor();  // was a null dereference once closed
+    r.same = before == after;
+    co_await asio::post(after, asio::use_awaitable);
+    r.posted = true;
+    char b[8];
+    std::tie(r.read, std::ignore) = co_await s.async_read_some(asio::buffer(b), kTry);
+    co_return r;
+  }(kPeer4));
+  REQUIRE(!r.dial);
+  CHECK(r.same);
+  CHECK(r.posted);
+  CHECK(r.read == asio::error::bad_descriptor);
+}
+
 TEST_CASE("netstack: the peer dials back into listen_tcp", "[netstack]") {
   const bool v6 = GENERATE(false, true);
   CAPTURE(v6);
