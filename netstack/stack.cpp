@@ -1,5 +1,7 @@
 // The Stack: lwIP's thread and timers, the netif that joins lwIP to the WireGuard
 // device, and the batched packet queues between the two.
+#include <pthread.h>
+
 #include <cstring>
 
 #include "netstack/stack_impl.hpp"
@@ -77,7 +79,10 @@ StackImpl::StackImpl(const StackOptions& o)
   netif_set_up(&nif_);
 
   schedule_timers();
-  thread_ = std::thread([this] { io_.run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "wg-netstack");  // for ps, top -H, perf, gdb
+    io_.run();
+  });
 }
 
 StackImpl::~StackImpl() {

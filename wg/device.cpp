@@ -2,11 +2,18 @@
 // The data path itself is in send.cpp and receive.cpp.
 #include "wg/device.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "wg/log.hpp"
 
 namespace wg {
+namespace {
+
+void name_thread(const char* name) { pthread_setname_np(pthread_self(), name); }  // at most 15 chars
+
+}  // namespace
 
 Peer::Peer(Device& device, const PublicKey& remote_static) : device_(device) {
   handshake_.remote_static = remote_static;
@@ -21,10 +28,23 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       buffers_(options.buffer_limit),
       staged_limit_(std::max<size_t>(options.buffer_limit / 4, 1)) {
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
-  for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] { crypto_worker(); });
-  handshake_thread_ = std::thread([this] { handshake_worker(); });
-  timer_thread_ = std::thread([this] { timer_loop(); });
-  tun_thread_ = std::thread([this] { tun_reader(); });
+  // Named for ps, top -H, perf and gdb (a thread otherwise inherits its creator's name).
+  for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] {
+    name_thread("wg-crypto");
+    crypto_worker();
+  });
+  handshake_thread_ = std::thread([this] {
+    name_thread("wg-handshake");
+    handshake_worker();
+  });
+  timer_thread_ = std::thread([this] {
+    name_thread("wg-timers");
+    timer_loop();
+  });
+  tun_thread_ = std::thread([this] {
+    name_thread("wg-tun-read");
+    tun_reader();
+  });
 }
 
 Device::~Device() { close(); }
@@ -75,7 +95,10 @@ std::error_code Device::open_bind_locked() {
     std::unique_lock lock(config_mu_);
     listen_port_ = actual;
   }
-  for (auto& fn : fns) receivers_.emplace_back([this, fn] { bind_receiver(fn); });
+  for (auto& fn : fns) receivers_.emplace_back([this, fn] {
+    name_thread("wg-udp-recv");
+    bind_receiver(fn);
+  });
   return {};
 }
 
