@@ -14,7 +14,8 @@
 # Per repetition and configuration (fresh namespaces and daemons each time; the
 # order of configurations rotates per repetition so none always runs first):
 #   iperf3 TCP -P 1 (daemon CPU sampled from /proc/PID/stat), TCP -P 4,
-#   UDP -b 1G (received rate, loss), ping -c 50 -i 0.01 -s 56 (median RTT).
+#   UDP -b 1G (received rate, loss), ping -c 50 -i 0.01 -s 56 (median RTT), and each
+#   daemon's peak resident memory (VmHWM) over the four.
 # Every iperf3/ping run has a time limit and an outer timeout.
 set -u
 usage() { echo "usage: $0 BIN_DIR [--reps N] [--seconds S]" >&2; exit 2; }
@@ -154,6 +155,17 @@ measure() { # CONFIG ADDR
   iperf "$cfg" udp "$addr" -u -b 1G
   sleep 1
   ping_rtt "$cfg" "$addr"
+  # Peak resident memory of each daemon over all of the above.
+  if [ "$cfg" != veth ]; then
+    local hwm_a hwm_b
+    hwm_a=$(awk '/^VmHWM:/ {print $2}' "/proc/${PIDS[0]}/status" 2>/dev/null)
+    hwm_b=$(awk '/^VmHWM:/ {print $2}' "/proc/${PIDS[1]}/status" 2>/dev/null)
+    if [ -n "$hwm_a" ] && [ -n "$hwm_b" ]; then
+      record "$cfg" rss_tx "$((hwm_a / 1024))"
+      record "$cfg" rss_rx "$((hwm_b / 1024))"
+      log "$cfg peak RSS: sender $((hwm_a / 1024)) MiB, receiver $((hwm_b / 1024)) MiB"
+    fi
+  fi
 }
 
 run_config() { # CONFIG
@@ -218,6 +230,8 @@ rows = [  # metric, label, kind, format
     ("cpu_tx", "CPU during TCP ×1, sender daemon (% of one core)", "cpu", "%.0f"),
     ("cpu_rx", "CPU during TCP ×1, receiver daemon (% of one core)", "cpu", "%.0f"),
     ("cpu_per_gbps", "CPU during TCP ×1, both daemons (% of a core per Gbit/s)", "cpu", "%.0f"),
+    ("rss_tx", "peak RSS over all runs, sender daemon (MiB)", "cpu", "%.0f"),
+    ("rss_rx", "peak RSS over all runs, receiver daemon (MiB)", "cpu", "%.0f"),
 ]
 print(f"date: {start} · kernel {kernel} · CPU {cpu} · nproc {nproc}")
 print(f"wg-tun sha256 {sha}… built {built} · wireguard-go {wggo} · iperf3 {iperfv} · "
