@@ -535,6 +535,9 @@ struct LinuxBind::Socket {
   std::array<Message, kBatchSize> got{};  // the messages of the last read, described
   Carry carry;
   size_t segments_hint = 1;  // datagrams per message in the last read, rounded up
+  // The last read found the queue empty: the next receive polls before it reads (a
+  // trickle of single datagrams would otherwise cost a failed read for each).
+  bool drained = false;
 
   // Describes message j of the last read, which landed in a buffer of `cap` bytes.
   Message describe(size_t j, size_t cap) const {
@@ -734,6 +737,10 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
 
   // 1. What an earlier receive could not hand out comes first.
   size_t out = s.carry.drain(bufs, sizes, eps, 0);
+  if (out == 0 && s.drained) {
+    if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec)) return 0;
+  }
+  s.drained = false;
   while (out < n) {
     // 2. Read.
     const size_t avail = n - out;
@@ -768,12 +775,19 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
       }
       // 4. Fill the rest of the batch while the socket may hold more: it filled every
       // message asked for, and nothing had to be carried.
-      if (static_cast<size_t>(r) < m || !s.carry.empty()) break;
+      if (static_cast<size_t>(r) < m) {
+        s.drained = true;
+        break;
+      }
+      if (!s.carry.empty()) break;
       continue;
     }
     int err = r == 0 ? EAGAIN : errno;
     if (err == EINTR) continue;
-    if (out > 0) break;  // hand out what there is; an error shows again on the next call
+    if (out > 0) {  // hand out what there is; an error shows again on the next call
+      s.drained = err == EAGAIN || err == EWOULDBLOCK;
+      break;
+    }
     if (err != EAGAIN && err != EWOULDBLOCK) {
       ec = sys_error(err);
       return 0;

@@ -261,8 +261,13 @@ size_t Tun::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> siz
       return 0;
     }
     // Try before polling: under load the queue is rarely empty, and poll() would be
-    // one more syscall per batch.
+    // one more syscall per batch. But if the last call found it empty, poll first: a
+    // trickle of packets would otherwise cost a failed read for each.
     size_t n = 0;
+    if (drained_ && pending_next_ >= pending_.segments && want > 0) {
+      drained_ = false;
+      if (!wait(POLLIN, -1, ec)) return 0;
+    }
     while (n < want) {
       long got = pending_next_ < pending_.segments ? split_pending(bufs.subspan(n), sizes.subspan(n), offset)
                                                    : read_one(bufs.subspan(n), sizes.subspan(n), offset, ec);
@@ -270,10 +275,14 @@ size_t Tun::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> siz
         if (n > 0) ec.clear();  // hand over what we have; the next call reports it
         return n;
       }
-      if (got == 0) break;
+      if (got == 0) {
+        drained_ = true;
+        break;
+      }
       if (got > 0) n += static_cast<size_t>(got);
     }
     if (n > 0 || want == 0) return n;
+    drained_ = false;
     if (!wait(POLLIN, -1, ec)) return 0;
   }
 }

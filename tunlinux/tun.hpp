@@ -192,6 +192,7 @@ private:
   std::unique_ptr<uint8_t[]> scratch_;  // kMaxPacket + 1 spill byte
   GsoPacket pending_;
   size_t pending_next_ = 0;  // next segment; == pending_.segments when none
+  bool drained_ = false;     // the last read() found the queue empty: poll first next time
 
   std::mutex handler_mu_;
   std::function<void(tun::Event)> handler_;
