@@ -8,7 +8,7 @@ packages=(
   cmake g++ make clang-14 libclang-rt-14-dev pkg-config dpkg-dev
   libsodium-dev libb2-dev libssl-dev libboost1.81-dev libfmt-dev catch2 libbenchmark-dev
   libcli11-dev
-  wireguard-go wireguard-tools iperf3 iproute2 iputils-ping nftables curl python3 procps
+  wireguard-go wireguard-tools iperf3 iproute2 iputils-ping nftables curl python3 procps ethtool
 )
 
 missing=()

@@ -1,21 +1,30 @@
 // wg-tun: the root-mode daemon. A kernel TUN interface driven by `wg` and `wg-quick`
 // over the UAPI socket, command-line compatible with wireguard-go:
 //
-//   wg-tun [-f|--foreground] INTERFACE        wg-tun --version
+//   wg-tun [-f|--foreground] [--disable-OFFLOAD]... INTERFACE        wg-tun --version
 //   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_PROCESS_FOREGROUND=1
+//
+// Each offload can be turned off by a flag or by its environment switch (either one is
+// enough): --disable-tso (WG_TUN_DISABLE_TSO), --disable-uso (WG_TUN_DISABLE_USO),
+// --disable-tun-gro (WG_TUN_DISABLE_GRO), --disable-udp-gso (WG_DISABLE_UDP_GSO),
+// --disable-udp-gro (WG_DISABLE_UDP_GRO).
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
 // inherited descriptors, exactly as wireguard-go does, and exits.
 #include <fcntl.h>
+#include <linux/if_tun.h>
 #include <net/if.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "bind/linux.hpp"
 #include "tunlinux/tun.hpp"
@@ -28,8 +37,34 @@ namespace {
 constexpr const char* kVersion = "0.1.0";
 constexpr const char* kSocketDir = "/var/run/wireguard";
 
+// What the command line turned off.
+struct Disabled {
+  bool tso = false, uso = false, tun_gro = false, udp_gso = false, udp_gro = false;
+};
+
+// The offload off-switches: the flag, the environment variable that does the same (read
+// by tunlinux::Tun::Options::from_env and conn::LinuxBind::options_from_environment),
+// and what they turn off.
+struct OffloadFlag {
+  const char* flag;
+  const char* env;
+  const char* what;
+  bool Disabled::*field;
+};
+constexpr OffloadFlag kOffloadFlags[] = {
+    {"--disable-tso", "WG_TUN_DISABLE_TSO", "TUN TCP segmentation offload (TSO4/TSO6)", &Disabled::tso},
+    {"--disable-uso", "WG_TUN_DISABLE_USO", "TUN UDP segmentation offload (USO4/USO6)", &Disabled::uso},
+    {"--disable-tun-gro", "WG_TUN_DISABLE_GRO", "coalescing (GRO) of packets written to the TUN", &Disabled::tun_gro},
+    {"--disable-udp-gso", "WG_DISABLE_UDP_GSO", "UDP_SEGMENT sends on the UDP sockets", &Disabled::udp_gso},
+    {"--disable-udp-gro", "WG_DISABLE_UDP_GRO", "UDP_GRO receives on the UDP sockets", &Disabled::udp_gro},
+};
+
 [[noreturn]] void usage(const char* argv0, int code) {
-  fmt::print(code ? stderr : stdout, "Usage: {} [-f/--foreground] INTERFACE-NAME\n", argv0);
+  std::FILE* out = code ? stderr : stdout;
+  fmt::print(out, "Usage: {} [-f/--foreground] [--disable-OFFLOAD]... INTERFACE-NAME\n", argv0);
+  fmt::print(out, "       {} --version\n\nEach offload is on by default; a flag or its environment variable turns it off:\n",
+             argv0);
+  for (const auto& f : kOffloadFlags) fmt::print(out, "  {:<18} {:<20} {}\n", f.flag, f.env, f.what);
   std::exit(code);
 }
 
@@ -55,7 +90,9 @@ wg::log::Level level_from_env() {
 
 // Re-executes this program in the background with the TUN and UAPI descriptors as 3
 // and 4, then returns in the parent. The child is not waited for: like wireguard-go's.
-int daemonize(const char* self, const std::string& iface, int tun_fd, int uapi_fd) {
+// The child gets the same offload flags (after the interface name, so `wg-tun -f NAME`
+// still starts its command line).
+int daemonize(const char* self, const std::string& iface, const Disabled& disabled, int tun_fd, int uapi_fd) {
   bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
   pid_t pid = fork();
   if (pid < 0) {
@@ -79,14 +116,30 @@ int daemonize(const char* self, const std::string& iface, int tun_fd, int uapi_f
   setenv("WG_TUN_FD", "3", 1);
   setenv("WG_UAPI_FD", "4", 1);
   setenv("WG_PROCESS_FOREGROUND", "1", 1);
-  execl("/proc/self/exe", self, "-f", iface.c_str(), static_cast<char*>(nullptr));
+  std::vector<const char*> args{self, "-f", iface.c_str()};
+  for (const auto& f : kOffloadFlags)
+    if (disabled.*f.field) args.push_back(f.flag);
+  args.push_back(nullptr);
+  execv("/proc/self/exe", const_cast<char* const*>(args.data()));
   _exit(127);
+}
+
+// One verbose line with the offloads in use: what the options allowed and the kernel
+// took (TUN: TUNSETOFFLOAD bits and the GRO kinds still on; UDP: after the bind opened).
+void log_offloads(const std::string& name, const tunlinux::Tun& tun, const conn::LinuxBind& bind) {
+  const unsigned off = tun.offloads();
+  auto on = [](bool b) { return b ? "on" : "off"; };
+  const tunlinux::GroOptions gro = tun.gro();
+  wg::log::verbose("interface {}: offloads: tun tso {} uso {} gro-tcp {} gro-udp {}; udp gso {} gro {}", name,
+                   on(off & TUN_F_TSO4), on(off & tunlinux::kTunFUso4), on(gro.tcp), on(gro.udp),
+                   on(bind.gso_enabled()), on(bind.gro_enabled()));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   bool foreground = false;
+  Disabled disabled;
   std::string iface;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -95,7 +148,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a == "-h" || a == "--help") usage(argv[0], 0);
-    if (a == "-f" || a == "--foreground") foreground = true;
+    auto flag = std::find_if(std::begin(kOffloadFlags), std::end(kOffloadFlags),
+                             [&](const OffloadFlag& f) { return a == f.flag; });
+    if (flag != std::end(kOffloadFlags)) disabled.*flag->field = true;
+    else if (a == "-f" || a == "--foreground") foreground = true;
     else if (iface.empty() && !a.empty() && a[0] != '-') iface = a;
     else usage(argv[0], 1);
   }
@@ -117,10 +173,19 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   // --- the interface ---
+  // A flag or the environment variable turns an offload off.
+  tunlinux::Tun::Options tun_opts = tunlinux::Tun::Options::from_env();
+  tun_opts.tso = tun_opts.tso && !disabled.tso;
+  tun_opts.uso = tun_opts.uso && !disabled.uso;
+  tun_opts.gro = tun_opts.gro && !disabled.tun_gro;
+  conn::LinuxBind::Options bind_opts = conn::LinuxBind::options_from_environment();
+  bind_opts.gso = bind_opts.gso && !disabled.udp_gso;
+  bind_opts.gro = bind_opts.gro && !disabled.udp_gro;
+
   std::error_code ec;
   std::unique_ptr<tunlinux::Tun> tun;
-  if (auto fd = env_fd("WG_TUN_FD")) tun = tunlinux::Tun::from_fd(*fd, ec);
-  else tun = tunlinux::Tun::create(iface, wg::kDefaultMtu, ec);
+  if (auto fd = env_fd("WG_TUN_FD")) tun = tunlinux::Tun::from_fd(*fd, tun_opts, ec);
+  else tun = tunlinux::Tun::create(iface, wg::kDefaultMtu, tun_opts, ec);
   if (!tun) {
     fmt::print(stderr, "wg-tun: cannot create interface {}: {}\n", iface, ec.message());
     return 1;
@@ -142,16 +207,19 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (!foreground) return daemonize(argv[0], name, tun->fd(), uapi_fd);
+  if (!foreground) return daemonize(argv[0], name, disabled, tun->fd(), uapi_fd);
 
-  conn::LinuxBind bind;
+  conn::LinuxBind bind(bind_opts);
   wg::Device device(*tun, bind);
   // The device follows the interface: bind opened when up, closed when down.
   tun->set_event_handler([&](tun::Event e) {
     switch (e) {
       case tun::Event::up:
         if (auto err = device.up()) wg::log::error("interface {}: cannot open UDP sockets: {}", name, err.message());
-        else wg::log::event("interface {} is up (listen port {})", name, device.listen_port());
+        else {
+          wg::log::event("interface {} is up (listen port {})", name, device.listen_port());
+          log_offloads(name, *tun, bind);
+        }
         break;
       case tun::Event::down:
         device.down();

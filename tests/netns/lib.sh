@@ -67,15 +67,20 @@ make_namespaces() {
   nb ip link set "${PREFIX}vb" up
 }
 
-# start_impl NS IFACE IMPL: starts a WireGuard daemon (wg-tun or wireguard-go) in NS in
-# the foreground, remembering its PID. IMPL_LOG_LEVEL (default verbose) sets LOG_LEVEL.
+# start_impl NS IFACE IMPL [ARG...]: starts a WireGuard daemon (wg-tun or wireguard-go)
+# in NS in the foreground, remembering its PID; ARGs follow the interface name (wg-tun's
+# offload flags). IMPL_LOG_LEVEL (default verbose) sets LOG_LEVEL; IMPL_ENV holds
+# arguments for env(1) in front of it (e.g. "-u WG_TUN_DISABLE_TSO").
 start_impl() {
   local ns=$1 iface=$2 impl=$3 bin
+  shift 3
   case $impl in
     wg-tun) bin="$WGNET_BIN/wg-tun" ;;
     wireguard-go) bin=wireguard-go ;;
   esac
-  ip netns exec "$ns" env LOG_LEVEL="${IMPL_LOG_LEVEL:-verbose}" "$bin" -f "$iface" >"$TMP/$iface.log" 2>&1 &
+  # shellcheck disable=SC2086  # IMPL_ENV is a list of words
+  ip netns exec "$ns" env ${IMPL_ENV:-} LOG_LEVEL="${IMPL_LOG_LEVEL:-verbose}" "$bin" -f "$iface" "$@" \
+    >"$TMP/$iface.log" 2>&1 &
   PIDS+=($!)
   local i
   for i in $(seq 50); do
@@ -96,15 +101,18 @@ configure() {
   ip netns exec "$ns" ip link set "$iface" up
 }
 
-# Sets up the pair with implementations IMPL_A and IMPL_B. Keys in $TMP.
+# Sets up the pair with implementations IMPL_A and IMPL_B. Keys in $TMP. ARGS_A and
+# ARGS_B (words, default none) go to the daemons' command lines.
 setup_pair() {
   local impl_a=$1 impl_b=$2
   make_namespaces
-  wg genkey >"$TMP/a.key"; wg pubkey <"$TMP/a.key" >"$TMP/a.pub"
-  wg genkey >"$TMP/b.key"; wg pubkey <"$TMP/b.key" >"$TMP/b.pub"
-  chmod 600 "$TMP"/*.key
-  start_impl "$NS_A" "$WG_A" "$impl_a" || return 1
-  start_impl "$NS_B" "$WG_B" "$impl_b" || return 1
+  (umask 077; wg genkey >"$TMP/a.key"; wg genkey >"$TMP/b.key")
+  wg pubkey <"$TMP/a.key" >"$TMP/a.pub"
+  wg pubkey <"$TMP/b.key" >"$TMP/b.pub"
+  # shellcheck disable=SC2086
+  start_impl "$NS_A" "$WG_A" "$impl_a" ${ARGS_A:-} || return 1
+  # shellcheck disable=SC2086
+  start_impl "$NS_B" "$WG_B" "$impl_b" ${ARGS_B:-} || return 1
   configure "$NS_A" "$WG_A" "$TMP/a.key" 51820 "$(cat "$TMP/b.pub")" 198.18.0.2:51821 \
     198.19.0.1 fd00:19::1 198.19.0.2 fd00:19::2
   configure "$NS_B" "$WG_B" "$TMP/b.key" 51821 "$(cat "$TMP/a.pub")" 198.18.0.1:51820 \
@@ -148,4 +156,97 @@ iperf_tcp() { # CLIENT_NS SERVER_NS SERVER_ADDR SECONDS [extra]
   rm -f "$TMP/iperf.pid"
   [ $rc -eq 0 ] || return 1
   echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f" % d["end"]["sum_received"]["bits_per_second"])'
+}
+
+# iperf_udp CLIENT_NS SERVER_NS SERVER_ADDR RATE SECONDS [extra]: an iperf3 UDP flow at
+# a fixed RATE (1300-byte datagrams, so nothing is fragmented in a 1420 tunnel); prints
+# "LOST PACKETS MBITS" as the receiving side counted them (the server, or the client with -R).
+# The receiving iperf3 socket gets 2 MB (-w): with the kernel's default 208 KB, a few
+# milliseconds without CPU for iperf3 on a 2-vCPU machine overflow it, and that loss is
+# the tool's, not the tunnel's (seen: every lost datagram was a RcvbufErrors of iperf3's
+# own socket, wg-tun's sockets dropped none).
+iperf_udp() {
+  local cns=$1 sns=$2 addr=$3 rate=$4 secs=$5; shift 5
+  ip netns exec "$sns" iperf3 -s -1 -D -I "$TMP/iperf.pid" >/dev/null 2>&1
+  sleep 0.3
+  local out rc
+  out=$(ip netns exec "$cns" timeout $((secs + 10)) iperf3 -c "$addr" -u -b "$rate" -l 1300 -w 2M \
+    -t "$secs" -J "$@" 2>/dev/null)
+  rc=$?
+  [ -f "$TMP/iperf.pid" ] && kill "$(cat "$TMP/iperf.pid")" 2>/dev/null
+  rm -f "$TMP/iperf.pid"
+  [ $rc -eq 0 ] || return 1
+  echo "$out" | python3 -c 'import json,sys; s=json.load(sys.stdin)["end"]["sum"]; print(s["lost_packets"], s["packets"], "%.0f" % (s["bits_per_second"] / 1e6))'
+}
+
+# Where datagrams were dropped in NS: "rcvbuf=N tun_tx_dropped=N" (UDP receive buffers
+# overflowed in the namespace, and the TUN IFACE's queue from kernel to daemon). For
+# failure messages: they tell the tunnel's loss from the tool's.
+drop_counters() { # NS IFACE
+  local rcvbuf tx
+  rcvbuf=$(ip netns exec "$1" awk '/^Udp:/ {n++; if (n == 2) print $6}' /proc/net/snmp)
+  tx=$(ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_dropped" 2>/dev/null)
+  echo "rcvbuf=${rcvbuf:-?} tun_tx_dropped=${tx:-?}"
+}
+
+# --- wg-tun's offloads ---
+# Each one has a flag and an environment switch ("1" or anything but "" and "0" turns it
+# off): the names, in the order of wg-tun's verbose log line when its interface comes up
+#   interface NAME: offloads: tun tso on uso on gro-tcp on gro-udp on; udp gso on gro on
+OFFLOADS=(tso uso tun-gro udp-gso udp-gro)
+offload_env() {
+  case $1 in
+    tso) echo WG_TUN_DISABLE_TSO ;;
+    uso) echo WG_TUN_DISABLE_USO ;;
+    tun-gro) echo WG_TUN_DISABLE_GRO ;;
+    udp-gso) echo WG_DISABLE_UDP_GSO ;;
+    udp-gro) echo WG_DISABLE_UDP_GRO ;;
+  esac
+}
+# env(1) arguments that clear every switch (for checks of the defaults).
+OFFLOAD_ENV_CLEAR="-u WG_TUN_DISABLE_TSO -u WG_TUN_DISABLE_USO -u WG_TUN_DISABLE_GRO -u WG_DISABLE_UDP_GSO -u WG_DISABLE_UDP_GRO"
+
+# The offloads this run's environment switches off (as wg-tun reads the variables).
+offloads_off_by_env() {
+  local o v
+  for o in "${OFFLOADS[@]}"; do
+    v=$(printenv "$(offload_env "$o")")
+    [ -n "$v" ] && [ "$v" != 0 ] && echo "$o"
+  done
+}
+
+# offloads_line OFF...: the offload part of the log line wg-tun writes when the named
+# offloads are off and the kernel took the rest (Linux >= 6.2: USO). TUN GRO covers both
+# kinds; GRO of UDP stays on without USO (wg-tun cannot tell then whether the kernel
+# takes it, and tries).
+offloads_line() {
+  local off=" $* " tso=on uso=on gro=on gso=on ugro=on
+  [[ $off == *" tso "* ]] && tso=off
+  [[ $off == *" uso "* ]] && uso=off
+  [[ $off == *" tun-gro "* ]] && gro=off
+  [[ $off == *" udp-gso "* ]] && gso=off
+  [[ $off == *" udp-gro "* ]] && ugro=off
+  echo "offloads: tun tso $tso uso $uso gro-tcp $gro gro-udp $gro; udp gso $gso gro $ugro"
+}
+
+# offloads_logged IFACE OFF...: true when the last offload line in wg-tun's log for IFACE
+# (verbose; written once the interface is up) says exactly that OFF... are off. Waits up
+# to 3 s for the line.
+offloads_logged() {
+  local iface=$1; shift
+  local want got i
+  want=$(offloads_line "$@")
+  for i in $(seq 30); do
+    got=$(grep -o 'offloads: .*' "$TMP/$iface.log" | tail -1)
+    [ -n "$got" ] && break
+    sleep 0.1
+  done
+  [ "$got" = "$want" ] && return 0
+  log "  $iface logged '${got:-nothing}', expected '$want'"
+  return 1
+}
+
+# ethtool_feature NS IFACE FEATURE: "on" or "off" as `ethtool -k` shows it.
+ethtool_feature() {
+  ip netns exec "$1" ethtool -k "$2" 2>/dev/null | awk -v f="$3:" '$1 == f {print $2}'
 }

@@ -2,6 +2,9 @@
 # wg-tun in network namespaces against Debian's wireguard-go and against itself,
 # configured with the real `wg` and `wg-quick`. Topology: see lib.sh.
 # Usage: wg_tun_test.sh BIN_DIR   (exit 77 = skipped: not root)
+# WGNET_NETNS_ONLY=GROUP[,GROUP...] runs some groups (names at the end of this file).
+# The offload switches in the environment (WG_TUN_DISABLE_TSO, ...) reach every wg-tun
+# the suite starts; the groups but "flags" check that the daemons honour them.
 WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
 . "$(dirname "$0")/lib.sh"
 require_root
@@ -13,6 +16,12 @@ pair_checks() { # IMPL_A IMPL_B
   log "=== $a <-> $b: A initiates ==="
   setup_pair "$a" "$b" || { fail "$a/$b setup"; teardown_pair; return; }
   check "$a→$b first ping (handshake from A)" ping_eventually "$NS_A" 198.19.0.2
+  # The offloads in use are the ones this run's environment leaves on (ctest runs the
+  # suite once per offload switched off).
+  local off
+  off=$(offloads_off_by_env | xargs)
+  check "A's offloads as the environment says (off: ${off:-none})" offloads_logged "$WG_A" $off
+  [ "$b" = wg-tun ] && check "B's offloads as the environment says" offloads_logged "$WG_B" $off
   check "$a→$b ping IPv4 in tunnel, IPv4 outside" ping_ok "$NS_A" 198.19.0.2
   check "$a→$b ping IPv6 in tunnel, IPv4 outside" ping_ok "$NS_A" fd00:19::2
   check "$b→$a ping IPv4" ping_ok "$NS_B" 198.19.0.1
@@ -95,7 +104,7 @@ reconfiguration() {
   na ping -i 0.05 -c 200 -W 1 198.19.0.2 >/dev/null 2>&1 &
   local pinger=$!
   # New private key on A: B learns the new public key; a new handshake follows at once.
-  wg genkey >"$TMP/a2.key"; chmod 600 "$TMP/a2.key"; wg pubkey <"$TMP/a2.key" >"$TMP/a2.pub"
+  (umask 077; wg genkey >"$TMP/a2.key"); wg pubkey <"$TMP/a2.key" >"$TMP/a2.pub"
   na wg set "$WG_A" private-key "$TMP/a2.key"
   nb wg set "$WG_B" peer "$(cat "$TMP/a.pub")" remove
   nb wg set "$WG_B" peer "$(cat "$TMP/a2.pub")" allowed-ips 198.19.0.1/32,fd00:19::1/128 endpoint 198.18.0.1:51820
@@ -211,7 +220,7 @@ daemonize_checks() {
 wg_quick() {
   log "=== wg-quick up/down drives wg-tun ==="
   make_namespaces
-  wg genkey >"$TMP/q.key"; wg genkey >"$TMP/qb.key"
+  (umask 077; wg genkey >"$TMP/q.key"; wg genkey >"$TMP/qb.key")
   local conf="$TMP/$WG_A.conf"
   cat >"$conf" <<CONF
 [Interface]
@@ -232,6 +241,15 @@ CONF
   check "wg-quick: MTU set" bash -c "ip netns exec $NS_A ip link show $WG_A | grep -q 'mtu 1380'"
   check "wg-quick: route set" bash -c "ip netns exec $NS_A ip route show dev $WG_A | grep -q 198.19.5.0/24"
   check "wg-quick: wg show lists the peer" bash -c "ip netns exec $NS_A wg show $WG_A peers | grep -q ."
+  # The daemon wg-quick starts inherits the environment's offload switches.
+  local want_tso=on want_uso=on
+  offloads_off_by_env | grep -qx tso && want_tso=off
+  offloads_off_by_env | grep -qx uso && want_uso=off
+  local got_tso got_uso
+  got_tso=$(ethtool_feature "$NS_A" "$WG_A" tcp-segmentation-offload)
+  got_uso=$(ethtool_feature "$NS_A" "$WG_A" tx-udp-segmentation)
+  check "wg-quick: ethtool TSO $got_tso, USO $got_uso (environment: $want_tso, $want_uso)" \
+    test "$got_tso $got_uso" = "$want_tso $want_uso"
   na wg-quick down "$conf" >>"$TMP/wgq.log" 2>&1
   check "wg-quick down succeeds" test $? -eq 0
   local i
@@ -242,8 +260,167 @@ CONF
   teardown_pair
 }
 
+# wg-tun's usage: wireguard-go's command line, plus one flag per offload.
+usage_checks() {
+  local out rc
+  out=$("$WGNET_BIN/wg-tun" --disable-everything wgx 2>"$TMP/usage.err"); rc=$?
+  check "unknown flag: exit 1 (got $rc), nothing on stdout" test $rc -eq 1 -a -z "$out"
+  check "unknown flag: usage on stderr" grep -q '^Usage: .*\[-f/--foreground\]' "$TMP/usage.err"
+  out=$("$WGNET_BIN/wg-tun" 2>/dev/null); rc=$?
+  check "no interface: exit 1 (got $rc)" test $rc -eq 1 -a -z "$out"
+  "$WGNET_BIN/wg-tun" --help >"$TMP/usage.out" 2>&1; rc=$?
+  check "--help: exit 0 (got $rc)" test $rc -eq 0
+  local o
+  for o in "${OFFLOADS[@]}"; do
+    check "--help names --disable-$o and $(offload_env "$o")" \
+      grep -q -- "--disable-$o *$(offload_env "$o")" "$TMP/usage.out"
+  done
+}
+
+# ethtool_case WHAT TSO USO OFF... -- ARG...: wg-tun started with ARGs (flags; IMPL_ENV
+# may add environment switches) shows TSO and USO in `ethtool -k` and logs OFF... as off.
+ethtool_case() {
+  local what=$1 tso=$2 uso=$3; shift 3
+  local off=()
+  while [ "$1" != -- ]; do off+=("$1"); shift; done
+  shift
+  make_namespaces
+  start_impl "$NS_A" "$WG_A" wg-tun "$@" || { fail "$what: start"; teardown_pair; return; }
+  na ip link set "$WG_A" up
+  local got_tso got_uso
+  got_tso=$(ethtool_feature "$NS_A" "$WG_A" tcp-segmentation-offload)
+  got_uso=$(ethtool_feature "$NS_A" "$WG_A" tx-udp-segmentation)
+  check "$what: ethtool tcp-segmentation-offload $got_tso, tx-udp-segmentation $got_uso" \
+    test "$got_tso $got_uso" = "$tso $uso"
+  check "$what: logged offloads (off: ${off[*]:-none})" offloads_logged "$WG_A" "${off[@]}"
+  teardown_pair
+}
+
+# Link counters for the traffic checks.
+link_stat() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/$3"; }
+udp_in_datagrams() { ip netns exec "$1" awk '/^Udp:/ {n++; if (n == 2) print $2}' /proc/net/snmp; }
+wg_rx_bytes() { ip netns exec "$1" wg show "$2" transfer | awk '{print $2}'; }
+
+# traffic_case WHAT SENDER RECEIVER TUN_GRO UDP_GSO UDP_GRO: a 2 s TCP flow from SENDER
+# (A or B) to RECEIVER through a wg-tun pair, then what the kernel's counters show about
+# three offloads (each expected on or off; UDP_GRO may be "-": not observable):
+#   TUN GRO  the receiver's wg interface took packets longer than its MTU (1420): its
+#            mean rx packet (bytes/packets) is larger only if some were coalesced
+#   UDP GSO  the sender's veth carried UDP frames longer than 1514 bytes: its mean tx
+#            frame is larger only if some were GSO super-datagrams
+#   UDP GRO  the receiver's UDP sockets took fewer datagrams (Udp InDatagrams counts one
+#            per coalesced datagram handed over) than half the WireGuard messages that
+#            arrived (at least rx bytes / 1452); without GRO they take every one
+# The UDP GRO check needs the sender's UDP GSO on: only GSO datagrams arrive coalesced
+# over a veth (it has no GRO of its own).
+traffic_case() {
+  local what=$1 snd=$2 rcv=$3 want_gro=$4 want_gso=$5 want_ugro=$6
+  local sns rns rwg sveth
+  if [ "$snd" = A ]; then
+    sns=$NS_A rns=$NS_B rwg=$WG_B sveth=${PREFIX}va
+  else
+    sns=$NS_B rns=$NS_A rwg=$WG_A sveth=${PREFIX}vb
+  fi
+  local rb0 rp0 tb0 tp0 ud0 wr0 rb1 rp1 tb1 tp1 ud1 wr1
+  rb0=$(link_stat "$rns" "$rwg" rx_bytes); rp0=$(link_stat "$rns" "$rwg" rx_packets)
+  tb0=$(link_stat "$sns" "$sveth" tx_bytes); tp0=$(link_stat "$sns" "$sveth" tx_packets)
+  ud0=$(udp_in_datagrams "$rns"); wr0=$(wg_rx_bytes "$rns" "$rwg")
+  local addr=198.19.0.2
+  [ "$rcv" = A ] && addr=198.19.0.1
+  local bps
+  bps=$(iperf_tcp "$sns" "$rns" "$addr" 2)
+  check "$what: TCP $snd→$rcv flows (${bps:-0} bit/s)" test "${bps:-0}" -gt 0
+  rb1=$(link_stat "$rns" "$rwg" rx_bytes); rp1=$(link_stat "$rns" "$rwg" rx_packets)
+  tb1=$(link_stat "$sns" "$sveth" tx_bytes); tp1=$(link_stat "$sns" "$sveth" tx_packets)
+  ud1=$(udp_in_datagrams "$rns"); wr1=$(wg_rx_bytes "$rns" "$rwg")
+  local tun_mean=$(((rb1 - rb0) / (rp1 - rp0 + 1))) veth_mean=$(((tb1 - tb0) / (tp1 - tp0 + 1)))
+  local msgs=$(((wr1 - wr0) / 1452)) dgrams=$((ud1 - ud0))
+  local got_gro=off got_gso=off got_ugro=off
+  [ "$tun_mean" -gt 1420 ] && got_gro=on
+  [ "$veth_mean" -gt 1514 ] && got_gso=on
+  [ $((dgrams * 2)) -lt "$msgs" ] && got_ugro=on
+  check "$what: $rcv's TUN GRO $got_gro (mean packet written $tun_mean B)" test "$got_gro" = "$want_gro"
+  check "$what: $snd's UDP GSO $got_gso (mean veth frame $veth_mean B)" test "$got_gso" = "$want_gso"
+  case $want_ugro in
+    off) check "$what: $rcv's UDP GRO off ($dgrams datagrams for >= $msgs messages)" \
+           test "$dgrams" -ge "$msgs" -a "$msgs" -gt 1000 ;;
+    on) check "$what: $rcv's UDP GRO on ($dgrams datagrams for >= $msgs messages)" test "$got_ugro" = on ;;
+  esac
+}
+
+# The offload flags: each turns its offload off as its environment switch does (either
+# is enough), in the foreground and across background mode's re-exec. TSO and USO show
+# in `ethtool -k`; TUN GRO, UDP GSO and UDP GRO in the kernel's counters (traffic_case).
+flag_checks() {
+  log "=== offload flags ==="
+  # The defaults are checked too: whatever this run's environment says is cleared
+  # (start_impl reads IMPL_ENV).
+  # shellcheck disable=SC2034
+  local IMPL_ENV=$OFFLOAD_ENV_CLEAR
+  usage_checks
+  ethtool_case "default" on on -- 
+  ethtool_case "--disable-tso" off on tso -- --disable-tso
+  ethtool_case "--disable-uso" on off uso -- --disable-uso
+  ethtool_case "every flag" off off "${OFFLOADS[@]}" -- \
+    --disable-tso --disable-uso --disable-tun-gro --disable-udp-gso --disable-udp-gro
+  IMPL_ENV="$OFFLOAD_ENV_CLEAR WG_TUN_DISABLE_TSO=1 WG_DISABLE_UDP_GRO=1" \
+    ethtool_case "WG_TUN_DISABLE_TSO=1 WG_DISABLE_UDP_GRO=1" off on tso udp-gro --
+  IMPL_ENV="$OFFLOAD_ENV_CLEAR WG_TUN_DISABLE_TSO=1" ethtool_case "env and flag" off off tso uso -- --disable-uso
+  IMPL_ENV="$OFFLOAD_ENV_CLEAR WG_TUN_DISABLE_TSO=0" ethtool_case "WG_TUN_DISABLE_TSO=0" on on --
+
+  # Background mode: the child re-negotiates the offloads on the inherited descriptor,
+  # so it must get the flags too.
+  make_namespaces
+  # shellcheck disable=SC2086
+  na env $OFFLOAD_ENV_CLEAR LOG_LEVEL=verbose "$WGNET_BIN/wg-tun" --disable-tso --disable-udp-gso "$WG_A" \
+    >"$TMP/$WG_A.log" 2>&1
+  local rc=$? pid
+  pid=$(pgrep -f "[w]g-tun -f $WG_A" | head -1)
+  [ -n "$pid" ] && PIDS+=("$pid")
+  check "background with flags: starts (rc=$rc), child runs" test $rc -eq 0 -a -n "$pid"
+  check "background with flags: the child has them ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null))" \
+    bash -c "tr '\0' ' ' </proc/$pid/cmdline | grep -q -- '-f $WG_A --disable-tso --disable-udp-gso'"
+  na ip link set "$WG_A" up
+  local got_tso got_uso
+  got_tso=$(ethtool_feature "$NS_A" "$WG_A" tcp-segmentation-offload)
+  got_uso=$(ethtool_feature "$NS_A" "$WG_A" tx-udp-segmentation)
+  check "background with flags: ethtool TSO $got_tso, USO $got_uso" test "$got_tso $got_uso" = "off on"
+  check "background with flags: logged offloads" offloads_logged "$WG_A" tso udp-gso
+  teardown_pair
+
+  # TUN GRO, UDP GSO and UDP GRO under traffic: on by default ...
+  setup_pair wg-tun wg-tun || { fail "flags: pair setup"; teardown_pair; return; }
+  check "flags: tunnel up (defaults)" ping_eventually "$NS_A" 198.19.0.2
+  traffic_case "defaults" A B on on on
+  teardown_pair
+  # ... and off where B's flags say so (A keeps UDP GSO, so B is sent coalesced datagrams).
+  ARGS_B="--disable-tun-gro --disable-udp-gso --disable-udp-gro" setup_pair wg-tun wg-tun \
+    || { fail "flags: pair setup"; teardown_pair; return; }
+  check "flags: tunnel up (B without GRO and GSO)" ping_eventually "$NS_A" 198.19.0.2
+  check "flags: B logged offloads" offloads_logged "$WG_B" tun-gro udp-gso udp-gro
+  traffic_case "B without GRO/GSO" A B off on off
+  traffic_case "B without GRO/GSO" B A on off -
+  teardown_pair
+}
+
+# WGNET_EXPECT_OFF (set by the per-offload ctest entries): the offloads this run's
+# environment must switch off, so that a misspelt variable cannot pass as a default run.
+if [ -n "${WGNET_EXPECT_OFF+x}" ]; then
+  env_off=$(offloads_off_by_env | xargs)
+  [ "$env_off" = "$WGNET_EXPECT_OFF" ] || { echo "environment switches off '$env_off', expected '$WGNET_EXPECT_OFF'"; exit 1; }
+  log "offloads switched off by the environment: $env_off"
+fi
+
+# WGNET_NETNS_ONLY: one group or a comma-separated list (default: all).
+GROUPS_KNOWN=(flags interop self wg-quick roaming reconfig bad-input shutdown daemon)
 only=${WGNET_NETNS_ONLY:-all}
-run() { [ "$only" = all ] || [ "$only" = "$1" ]; }
+if [ "$only" != all ]; then
+  for g in ${only//,/ }; do
+    [[ " ${GROUPS_KNOWN[*]} " == *" $g "* ]] || { echo "unknown group '$g' (known: ${GROUPS_KNOWN[*]})"; exit 1; }
+  done
+fi
+run() { [ "$only" = all ] || [[ ",$only," == *",$1,"* ]]; }
+run flags && flag_checks
 run interop && pair_checks wg-tun wireguard-go
 run self && pair_checks wg-tun wg-tun
 run wg-quick && wg_quick
