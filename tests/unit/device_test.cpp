@@ -137,11 +137,9 @@ TEST_CASE("device: packets from a source outside the peer's allowed IPs are drop
 }
 
 TEST_CASE("device: peers that never answer cannot starve the others of buffers", "[device]") {
-  DeviceOptions options;
-  options.buffer_limit = 1024;
-  Pair pr(options);
+  Pair pr;  // the default pool: 512 buffers
   // Eight peers with no endpoint: packets to them are staged, waiting for a handshake
-  // that cannot start. Per peer that is up to 256 packets, 2048 in all: twice the pool.
+  // that cannot start. Per peer that is up to 256 packets, 2048 in all: four pools.
   for (uint8_t i = 0; i < 8; ++i) {
     auto dead = pr.a.dev.add_peer(crypto::public_key(crypto::generate_private_key()));
     pr.a.dev.add_allowed_ip(*dead, *IpPrefix::parse("198.19.0." + std::to_string(10 + i) + "/32"));
