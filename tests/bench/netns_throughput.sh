@@ -14,7 +14,7 @@
 # Per repetition and configuration (fresh namespaces and daemons each time; the
 # order of configurations rotates per repetition so none always runs first):
 #   iperf3 TCP -P 1 (daemon CPU sampled from /proc/PID/stat), TCP -P 4,
-#   UDP -b 1G (received rate, loss), ping -c 50 -i 0.01 -s 56 (median RTT), and each
+#   UDP -b 1G (received rate, loss; with default and with 4 MB socket buffers), ping -c 50 -i 0.01 -s 56 (median RTT), and each
 #   daemon's peak resident memory (VmHWM) over the four.
 # Every iperf3/ping run has a time limit and an outer timeout.
 set -u
@@ -154,6 +154,10 @@ measure() { # CONFIG ADDR
   sleep 1
   iperf "$cfg" udp "$addr" -u -b 1G
   sleep 1
+  # The same with 4 MB socket buffers: at 1 Gbit/s the receiving iperf3's default
+  # 208 KB buffer overflows whenever it waits for a CPU (UdpRcvbufErrors), tunnel or not.
+  iperf "$cfg" udp_w4m "$addr" -u -b 1G -w 4M
+  sleep 1
   ping_rtt "$cfg" "$addr"
   # Peak resident memory of each daemon over all of the above.
   if [ "$cfg" != veth ]; then
@@ -226,6 +230,8 @@ rows = [  # metric, label, kind, format
     ("tcp4", "TCP, 4 streams (Gbit/s)", "tput", "%.3f"),
     ("udp", "UDP, 1 Gbit/s offered: received (Gbit/s)", "tput", "%.3f"),
     ("udp_loss", "UDP, 1 Gbit/s offered: loss (%)", "plain", "%.2f"),
+    ("udp_w4m", "UDP, 1 Gbit/s offered, 4 MB socket buffers: received (Gbit/s)", "tput", "%.3f"),
+    ("udp_w4m_loss", "UDP, 1 Gbit/s offered, 4 MB socket buffers: loss (%)", "plain", "%.2f"),
     ("rtt_us", "ping RTT, median (µs)", "lat", "%.0f"),
     ("cpu_tx", "CPU during TCP ×1, sender daemon (% of one core)", "cpu", "%.0f"),
     ("cpu_rx", "CPU during TCP ×1, receiver daemon (% of one core)", "cpu", "%.0f"),
