@@ -86,6 +86,10 @@ void Device::tun_reader() {
 void Device::stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n) {
   {
     std::lock_guard lock(p.send_mu_);
+    if (p.removed_) {  // raced with remove_peer, which has emptied the queue or will
+      buffers_.give(bufs, n);
+      return;
+    }
     for (size_t i = 0; i < n; ++i) {
       // Packets wait here only while the peer has no session. Bounded per peer, and in
       // all: peers that never answer must not hold the pool's buffers and stall the
@@ -108,7 +112,7 @@ void Device::stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, s
 void Device::send_keepalive(Peer& p) {
   {
     std::lock_guard lock(p.send_mu_);
-    if (p.staged_.empty()) {
+    if (p.staged_.empty() && !p.removed_) {
       uint8_t* buf;
       if (buffers_.try_take(&buf, 1) == 1) {
         p.staged_.push_back({buf, 0});
