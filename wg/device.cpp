@@ -26,7 +26,10 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       options_(options),
       batch_(std::min({tun.batch_size(), bind.batch_size(), kMaxBatch})),
       buffers_(options.buffer_limit),
-      staged_limit_(std::max<size_t>(options.buffer_limit / 4, 1)) {
+      staged_limit_(std::max<size_t>(options.buffer_limit / 4, 1)),
+      inline_batch_(options.inline_batch              ? options.inline_batch
+                    : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
+                                                              : kInlineBatch) {
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
   // Named for ps, top -H, perf and gdb (a thread otherwise inherits its creator's name).
   for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] {
@@ -388,10 +391,11 @@ void Device::clear_staged(Peer& p) {
 // --- crypto workers ---
 
 void Device::submit(Batch* b) {
-  // A small batch (interactive traffic, a ping) is cheaper to seal or open right here
-  // than to hand to a worker: two thread wake-ups cost more than the crypto. Order is
-  // kept by the peer's queue either way.
-  if (b->count <= kInlineBatch) {
+  // A small batch (interactive traffic, a ping), or any batch on a small machine, is
+  // cheaper to seal or open right here than to hand to a worker: two thread wake-ups
+  // cost more than the crypto (DeviceOptions::inline_batch). Order is kept by the peer's
+  // queue either way.
+  if (b->count <= inline_batch_) {
     run_job(b);
     return;
   }

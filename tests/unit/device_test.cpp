@@ -102,7 +102,12 @@ TEST_CASE("device: handshake on first packet, then data both ways", "[device]") 
 }
 
 TEST_CASE("device: 100000 packets each way arrive in order, none lost", "[device]") {
-  Pair pr;
+  // Crypto on the workers for every batch of more than one packet, and all on the
+  // reading threads (the default on machines with at most 2 cores).
+  DeviceOptions options;
+  options.inline_batch = GENERATE(size_t{1}, kMaxBatch);
+  CAPTURE(options.inline_batch);
+  Pair pr(options);
   // Establish the session first so b knows where a is.
   pr.a.tun.inject(ip4_packet(1, 2, 0));
   REQUIRE(pr.b.tun.take(5s));
@@ -154,7 +159,10 @@ TEST_CASE("device: peers that never answer cannot starve the others of buffers",
 }
 
 TEST_CASE("device: reconfiguration while traffic flows", "[device]") {
-  Pair pr;
+  DeviceOptions options;
+  options.inline_batch = GENERATE(size_t{1}, kMaxBatch);  // workers, then reading threads
+  CAPTURE(options.inline_batch);
+  Pair pr(options);
   pr.a.tun.inject(ip4_packet(1, 2, 0));
   REQUIRE(pr.b.tun.take(5s));
 
