@@ -5,7 +5,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
-  cmake g++ make clang-14 libclang-rt-14-dev pkg-config dpkg-dev
+  cmake g++ make clang-14 libclang-rt-14-dev pkg-config dpkg-dev patch
   libsodium-dev libb2-dev libssl-dev libboost1.81-dev libfmt-dev catch2 libbenchmark-dev
   libcli11-dev
   wireguard-go wireguard-tools iperf3 iproute2 iputils-ping nftables curl python3 procps ethtool

@@ -21,7 +21,7 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 step "asan build: unit tests under ASan + UBSan"
 cmake --preset asan >/dev/null
-cmake --build build-asan -j"$jobs" --target wgnet_tests netstack_tests
+cmake --build build-asan -j"$jobs" --target wgnet_tests netstack_tests lwip_tcp_tests
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
 

@@ -14,6 +14,12 @@
 #if TCP_WND <= 0xffff
 #error "wgnet expects a TCP_WND above 64 KiB (window scaling in use)"
 #endif
+#if !LWIP_TCP_RTO_FINE || TCP_RTO_MIN_MS > 250 || TCP_TMR_INTERVAL > 25
+#error "wgnet needs patch 0001's RFC 6298 timer (LWIP_TCP_RTO_FINE=1) on short ticks"
+#endif
+#if !LWIP_TCP_SACK_IN
+#error "wgnet needs patch 0002's sender-side SACK and loss recovery (LWIP_TCP_SACK_IN=1)"
+#endif
 #ifndef LWIP_HOOK_TCP_ISN
 #error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
 #endif

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fetches lwIP 2.2.1 from Debian's source package (trixie), checks the pinned sha256 of
-# the upstream tarball, and unpacks it with dpkg-source so Debian's patches are applied.
+# the upstream tarball, unpacks it with dpkg-source so Debian's patches are applied, then
+# applies our own series, patches/NNNN-topic.patch, in order. A patch that does not apply
+# fails set-up. The stamp records the series' sha256: a changed series unpacks afresh.
 # The machine's apt configuration is never touched: a private deb-src list and state dir.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -8,12 +10,30 @@ dest="$here/src"            # git-ignored
 orig_sha256=83729c274c499d3348e9fbbe043a3113f3fa8953e7efddc7c21c7fcbb1f2b7b1
 orig_name=lwip_2.2.1+dfsg1.orig.tar.xz
 
-if [ -f "$dest/.wgnet-ready" ]; then
+series=("$here"/patches/[0-9][0-9][0-9][0-9]-*.patch)
+[ -e "${series[0]}" ] || series=()
+series_sum=$(cat /dev/null "${series[@]}" | sha256sum | cut -c1-64)
+if [ -f "$dest/.wgnet-ready" ] && [ "$(sed -n 2p "$dest/.wgnet-ready")" = "patches $series_sum" ]; then
   exit 0
 fi
 
+fail() { echo "lwip: $*" >&2; exit 1; }
+
+# apply_series: our patches on top of Debian's, in order; stops at the first that fails.
+apply_series() {
+  local p
+  for p in "${series[@]}"; do
+    patch -d "$dest" -p1 --forward --batch --no-backup-if-mismatch -s <"$p" >"$work/patch.log" 2>&1 \
+      || { cat "$work/patch.log" >&2; rm -rf "$dest"; fail "patch $(basename "$p") does not apply to lwIP 2.2.1 (see above)"; }
+  done
+}
+
 work="$here/.apt"
-rm -rf "$work" "$dest"
+rm -rf "$dest"
+# An earlier download is reused when only our series changed.
+dsc_cached=$(ls "$work"/download/lwip_2.2.1+dfsg1-*.dsc 2>/dev/null | head -1) || true
+if [ -z "$dsc_cached" ]; then
+rm -rf "$work"
 mkdir -p "$work/lists/partial" "$work/sources.list.d" "$work/download"
 cat > "$work/sources.list.d/trixie-src.sources" <<SRC
 Types: deb-src
@@ -37,13 +57,12 @@ apt_opts=(
   -o "Debug::NoLocking=1"
 )
 
-fail() { echo "lwip: $*" >&2; exit 1; }
-
 apt-get "${apt_opts[@]}" -qq update >"$work/update.log" 2>&1 \
   || fail "could not download Debian's trixie source index (see $work/update.log); lwIP source unavailable"
 # Newest revision of 2.2.1 (Debian security updates keep the same orig tarball).
 (cd "$work/download" && apt-get "${apt_opts[@]}" -qq --download-only source lwip >"$work/source.log" 2>&1) \
   || fail "could not download Debian's lwip source package (see $work/source.log)"
+fi
 
 cd "$work/download"
 dsc=$(ls lwip_2.2.1+dfsg1-*.dsc 2>/dev/null | head -1) || true
@@ -56,5 +75,6 @@ awk '/^Checksums-Sha256:/{f=1;next} /^[^ ]/{f=0} f && NF==3 {print $1"  "$3}' "$
   | sha256sum -c --quiet - || fail "a file of $dsc does not match its sha256"
 dpkg-source --no-check -x "$dsc" "$dest" >"$work/unpack.log" 2>&1 \
   || fail "dpkg-source could not unpack $dsc (see $work/unpack.log)"
-echo "${dsc%.dsc}" > "$dest/.wgnet-ready"
-echo "lwip: ${dsc%.dsc} unpacked into $dest"
+apply_series
+printf '%s\npatches %s\n' "${dsc%.dsc}" "$series_sum" > "$dest/.wgnet-ready"
+echo "lwip: ${dsc%.dsc} unpacked into $dest, ${#series[@]} patches of ours applied"

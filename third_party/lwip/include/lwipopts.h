@@ -123,6 +123,20 @@
 #define TCP_LISTEN_BACKLOG              1
 #define LWIP_CALLBACK_API               1
 
+/* ---- A modern sender: our patch series (patches/, see the README). ----
+ * 0001 RFC 6298 retransmission timer in ms (200 ms minimum, 1 s initial, Karn). Its
+ *      timer fires on slow ticks (2 x TCP_TMR_INTERVAL), so the ticks are short:
+ *      20 ms slow, 10 ms fast (delayed ACKs leave within 10 ms). lwIP's other
+ *      timeouts are written in ms and keep their meaning.
+ * 0002 sender-side SACK: scoreboard, RFC 6675 recovery, RACK loss marking, NewReno
+ *      partial ACKs, duplicate ACKs that work against Linux, limited transmit. */
+#define TCP_TMR_INTERVAL                10
+#define LWIP_TCP_RTO_TIME               1000
+#define LWIP_TCP_RTO_FINE               1
+#define TCP_RTO_MIN_MS                  200
+#define TCP_RTO_MAX_MS                  60000
+#define LWIP_TCP_SACK_IN                1
+
 /* ---- Hooks: RFC 6528 initial sequence numbers (glue.c). ----
  * The function is declared in the hook header: ip_addr_t does not exist yet here. */
 #define LWIP_HOOK_FILENAME              "wgnet_lwip_hooks.h"

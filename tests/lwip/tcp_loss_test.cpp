@@ -1,0 +1,478 @@
+// Our lwIP patch series as a TCP sender, deterministically: two lwIP endpoints in one
+// process, joined by a scripted link that drops chosen segments, on a fake clock that
+// the test advances 1 ms at a time. Each test asserts what the sender does — which
+// segments it sends again and when, whether a retransmission timeout fired, cwnd and
+// ssthresh after recovery — with and without SACK.
+//
+//   sender  198.19.0.1 (netif A) ──data──▶ Link (one-way delay, drop rules) ──▶ netif B
+//                                ◀──ACKs── Link ◀──────────────────────────── receiver
+//                                                                        198.19.0.2:port
+//
+// The binary links lwIP alone (no netstack/) so that sys_now() here is the only clock.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "lwip/init.h"
+#include "lwip/ip.h"
+#include "lwip/netif.h"
+#include "lwip/pbuf.h"
+#include "lwip/priv/tcp_priv.h"
+#include "lwip/tcp.h"
+#include "lwip/timeouts.h"
+
+namespace {
+u32_t g_now = 1000;  // ms; lwIP treats 0 specially in places
+}
+extern "C" u32_t sys_now(void) { return g_now; }
+
+namespace {
+
+using Packet = std::vector<uint8_t>;
+constexpr u16_t kMtu = 1420;
+constexpr uint32_t kDelayMs = 5;  // one way: 10 ms RTT
+
+uint16_t get16(const Packet& p, size_t at) { return static_cast<uint16_t>(p[at] << 8 | p[at + 1]); }
+uint32_t get32(const Packet& p, size_t at) { return static_cast<uint32_t>(get16(p, at)) << 16 | get16(p, at + 2); }
+
+// What the link sees of one IPv4 TCP packet.
+struct Seg {
+  bool from_sender;
+  uint32_t seq, ack;
+  uint8_t flags;
+  size_t payload;
+  bool has_sack;  // carries a SACK option (kind 5)
+};
+
+Seg parse(const Packet& p, bool from_sender) {
+  const size_t ihl = static_cast<size_t>(p[0] & 0x0f) * 4;
+  const size_t doff = static_cast<size_t>(p[ihl + 12] >> 4) * 4;
+  Seg s{from_sender, get32(p, ihl + 4), get32(p, ihl + 8), p[ihl + 13], get16(p, 2) - ihl - doff, false};
+  for (size_t o = ihl + 20; o < ihl + doff;) {
+    const uint8_t kind = p[o];
+    if (kind == 0) break;
+    if (kind == 1) {
+      ++o;
+      continue;
+    }
+    if (kind == 5) s.has_sack = true;
+    o += std::max<size_t>(p[o + 1], 2);
+  }
+  return s;
+}
+
+// Rewrites a SYN's SACK_PERM option into two NOPs: the peer then never sees SACK.
+void strip_sack_perm(Packet& p) {
+  const size_t ihl = static_cast<size_t>(p[0] & 0x0f) * 4;
+  const size_t doff = static_cast<size_t>(p[ihl + 12] >> 4) * 4;
+  for (size_t o = ihl + 20; o < ihl + doff;) {
+    if (p[o] == 0) break;
+    if (p[o] == 1) {
+      ++o;
+      continue;
+    }
+    if (p[o] == 4) p[o] = p[o + 1] = 1;
+    o += std::max<size_t>(p[o + 1], 2);
+  }
+}
+
+class Link;
+Link* g_link = nullptr;
+uint32_t g_link_iss = 0;
+
+// Both netifs, the packets in flight, the drop rules and a log of every data segment
+// the sender put on the wire.
+class Link {
+ public:
+  struct Sent {
+    uint32_t at, seq;
+    size_t len;
+  };
+  // Decides per packet; true = drop. `nth` counts the sender's transmissions of this
+  // sequence number (1 = first).
+  std::function<bool(const Seg&, int nth)> drop = [](const Seg&, int) { return false; };
+  bool strip_sack = false;
+  std::vector<Sent> sent;  // data segments from the sender, in order
+  std::map<uint32_t, int> times_sent;
+  int dropped = 0;
+
+  Link() {
+    g_link = this;
+    add(a_, "198.19.0.1");
+    add(b_, "198.19.0.2");
+  }
+  ~Link() {
+    netif_remove(&a_);
+    netif_remove(&b_);
+    g_link = nullptr;
+  }
+  netif* a() { return &a_; }
+  netif* b() { return &b_; }
+
+  // Advances the clock by ms, 1 ms at a time: due packets arrive, lwIP's timers run.
+  void run(uint32_t ms, const std::function<bool()>& done = nullptr) {
+    for (uint32_t i = 0; i < ms; ++i) {
+      ++g_now;
+      while (!q_.empty() && q_.front().due <= g_now) {
+        InFlight f = std::move(q_.front());
+        q_.pop_front();
+        netif* to = f.to_b ? &b_ : &a_;
+        pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(f.pkt.size()), PBUF_RAM);
+        REQUIRE(p != nullptr);
+        pbuf_take(p, f.pkt.data(), static_cast<u16_t>(f.pkt.size()));
+        if (to->input(p, to) != ERR_OK) pbuf_free(p);
+      }
+      sys_check_timeouts();
+      if (done && done()) return;
+    }
+  }
+
+ private:
+  struct InFlight {
+    uint32_t due;
+    bool to_b;
+    Packet pkt;
+  };
+  std::deque<InFlight> q_;
+  netif a_{}, b_{};
+
+  void add(netif& n, const char* ip) {
+    ip4_addr_t addr, mask, gw;
+    ip4addr_aton(ip, &addr);
+    ip4addr_aton("255.255.255.0", &mask);
+    ip4_addr_set_zero(&gw);
+    REQUIRE(netif_add(&n, &addr, &mask, &gw, this, &Link::init, ip_input) != nullptr);
+    // The link rewrites options: no inbound checksum checks, generation stays on.
+    NETIF_SET_CHECKSUM_CTRL(&n, NETIF_CHECKSUM_GEN_IP | NETIF_CHECKSUM_GEN_TCP);
+    netif_set_up(&n);
+    netif_set_link_up(&n);
+  }
+  static err_t init(netif* n) {
+    n->mtu = kMtu;
+    n->output = [](netif* nif, pbuf* p, const ip4_addr_t*) { return g_link->carry(nif, p); };
+    return ERR_OK;
+  }
+  err_t carry(netif* from, pbuf* p) {
+    Packet pkt(p->tot_len);
+    pbuf_copy_partial(p, pkt.data(), p->tot_len, 0);
+    if ((pkt[0] >> 4) != 4 || pkt[9] != 6) return ERR_OK;
+    const bool from_sender = from == &a_;
+    if (strip_sack && (pkt[33] & 0x02)) strip_sack_perm(pkt);
+    const Seg s = parse(pkt, from_sender);
+    if (getenv("TCP_TEST_DEBUG")) fprintf(stderr, "%u %s seq %u ack %u flags %x len %zu\n", g_now, from_sender ? "A>B" : "B>A", s.seq, s.ack, s.flags, s.payload);
+    int nth = 0;
+    if (from_sender && s.payload > 0) {
+      nth = ++times_sent[s.seq];
+      if (getenv("TCP_TEST_DEBUG2") && nth > 1) fprintf(stderr, "%u resend seg %u nth %d\n", g_now, (s.seq - g_link_iss - 1) / 1380, nth);
+      sent.push_back({g_now, s.seq, s.payload});
+    }
+    if (drop(s, nth)) {
+      ++dropped;
+      return ERR_OK;
+    }
+    q_.push_back({g_now + kDelayMs, from_sender, std::move(pkt)});
+    return ERR_OK;
+  }
+};
+
+// One connection across the link: the sender writes `total` bytes as fast as lwIP
+// takes them; the receiver checks them and opens its window at once.
+struct Transfer {
+  tcp_pcb* snd = nullptr;
+  tcp_pcb* rcv = nullptr;
+  tcp_pcb* listener = nullptr;
+  size_t total, written = 0, received = 0;
+  uint32_t iss = 0;
+  bool corrupt = false, rto_seen = false;
+  int recoveries = 0;
+  bool was_in_recovery = false;
+
+  Transfer(Link& link, size_t bytes) : total(bytes) {
+    static u16_t port = 5000;
+    ++port;
+    listener = tcp_new();
+    tcp_bind_netif(listener, link.b());
+    REQUIRE(tcp_bind(listener, IP_ANY_TYPE, port) == ERR_OK);
+    listener = tcp_listen(listener);
+    REQUIRE(listener != nullptr);
+    tcp_arg(listener, this);
+    tcp_accept(listener, [](void* arg, tcp_pcb* pcb, err_t) -> err_t {
+      auto* t = static_cast<Transfer*>(arg);
+      t->rcv = pcb;
+      tcp_arg(pcb, t);
+      tcp_recv(pcb, [](void* arg, tcp_pcb* pcb, pbuf* p, err_t) -> err_t {
+        auto* t = static_cast<Transfer*>(arg);
+        if (p == nullptr) return ERR_OK;
+        for (pbuf* q = p; q != nullptr; q = q->next) {
+          const auto* d = static_cast<const uint8_t*>(q->payload);
+          for (u16_t i = 0; i < q->len; ++i)
+            if (d[i] != static_cast<uint8_t>((t->received + i) % 251)) t->corrupt = true;
+          t->received += q->len;
+        }
+        tcp_recved(pcb, p->tot_len);
+        pbuf_free(p);
+        return ERR_OK;
+      });
+      return ERR_OK;
+    });
+    snd = tcp_new();
+    tcp_bind_netif(snd, link.a());
+    tcp_arg(snd, this);
+    tcp_nagle_disable(snd);
+    ip_addr_t dst;
+    ipaddr_aton("198.19.0.2", &dst);
+    REQUIRE(tcp_connect(snd, &dst, port, [](void* arg, tcp_pcb*, err_t) -> err_t {
+              static_cast<Transfer*>(arg)->fill();
+              return ERR_OK;
+            }) == ERR_OK);
+    iss = snd->lastack;  // tcp_connect sends the SYN at snd_lbb = lastack
+    g_link_iss = iss;
+    tcp_sent(snd, [](void* arg, tcp_pcb*, u16_t) -> err_t {
+      static_cast<Transfer*>(arg)->fill();
+      return ERR_OK;
+    });
+  }
+  ~Transfer() {
+    for (tcp_pcb* p : {snd, rcv}) {
+      if (p != nullptr) {
+        tcp_arg(p, nullptr);
+        tcp_recv(p, nullptr);
+        tcp_sent(p, nullptr);
+        tcp_abort(p);
+      }
+    }
+    if (listener != nullptr) tcp_close(listener);
+  }
+  void fill() {
+    // Whole segments per write, so that segment k starts at byte k * mss.
+    uint8_t chunk[8 * 1380];
+    while (written < total) {
+      const size_t room = std::min<size_t>(tcp_sndbuf(snd), sizeof chunk);
+      size_t n = std::min(room, total - written);
+      if (n < total - written) n -= n % mss();
+      if (n == 0 || tcp_sndqueuelen(snd) >= TCP_SND_QUEUELEN - 4) break;
+      for (size_t i = 0; i < n; ++i) chunk[i] = static_cast<uint8_t>((written + i) % 251);
+      if (tcp_write(snd, chunk, static_cast<u16_t>(n), TCP_WRITE_FLAG_COPY) != ERR_OK) break;
+      written += n;
+    }
+    tcp_output(snd);
+  }
+  // Data sequence number of payload byte `offset` (the SYN takes one).
+  uint32_t seq_of(size_t offset) const { return iss + 1 + static_cast<uint32_t>(offset); }
+  size_t segment_of(uint32_t seq) const { return (seq - iss - 1) / mss(); }
+  size_t mss() const { return snd->mss; }
+
+  void watch() {
+    if (snd->flags & TF_RTO) rto_seen = true;
+    if (snd->rec.in_recovery && !was_in_recovery) ++recoveries;
+    was_in_recovery = snd->rec.in_recovery != 0;
+  }
+  // Runs until everything arrived (or ms pass), watching for the RTO path.
+  bool run(Link& link, uint32_t ms) {
+    link.run(ms, [&] {
+      watch();
+      return received == total && snd->unacked == nullptr;
+    });
+    if (getenv("TCP_TEST_DEBUG")) fprintf(stderr, "written %zu received %zu corrupt %d state %d unacked %p sent %zu\n", written, received, corrupt, snd->state, (void*)snd->unacked, link.sent.size());
+    return received == total && !corrupt;
+  }
+};
+
+// Transmissions of the data segment that starts at seq, in order.
+std::vector<Link::Sent> sends_of(const Link& link, uint32_t seq) {
+  std::vector<Link::Sent> out;
+  for (const auto& s : link.sent)
+    if (s.seq == seq) out.push_back(s);
+  return out;
+}
+int retransmissions(const Link& link) {
+  int n = 0;
+  for (const auto& [seq, times] : link.times_sent) n += times - 1;
+  return n;
+}
+
+struct LwipInit {
+  LwipInit() { lwip_init(); }
+};
+void init_once() { static LwipInit once; }
+
+constexpr size_t kSegments = 400;
+
+}  // namespace
+
+TEST_CASE("lwip tcp: SACK is negotiated and one lost segment is repaired without an RTO", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, 60 * 1380);
+  link.drop = [&](const Seg& s, int nth) { return s.from_sender && s.payload > 0 && nth == 1 && s.seq == t.seq_of(20 * t.mss()); };
+  REQUIRE(t.run(link, 5000));
+  CHECK((t.snd->flags & TF_SACK) != 0);
+  CHECK(link.dropped == 1);
+  CHECK_FALSE(t.rto_seen);
+  const auto sends = sends_of(link, t.seq_of(20 * t.mss()));
+  REQUIRE(sends.size() == 2);
+  // Repaired about one RTT after the loss (SACKs of later segments), not after an RTO.
+  CHECK(sends[1].at - sends[0].at < 40);
+  CHECK(retransmissions(link) == 1);
+}
+
+TEST_CASE("lwip tcp: the first data segment lost", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, kSegments * 1380);
+  link.drop = [&](const Seg& s, int nth) { return s.from_sender && nth == 1 && s.seq == t.seq_of(0); };
+  REQUIRE(t.run(link, 10000));
+  CHECK(link.dropped == 1);
+  // Only a few segments follow it in the initial window: enough for three SACKs
+  // (RFC 6675's DupThresh) or for RACK; no timeout.
+  CHECK_FALSE(t.rto_seen);
+  CHECK(sends_of(link, t.seq_of(0)).size() == 2);
+  CHECK(retransmissions(link) == 1);
+}
+
+TEST_CASE("lwip tcp: every 20th segment lost, each repaired once by SACK recovery", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, kSegments * 1380);
+  link.drop = [&](const Seg& s, int nth) {
+    return s.from_sender && s.payload > 0 && nth == 1 && t.segment_of(s.seq) % 20 == 10;
+  };
+  REQUIRE(t.run(link, 20000));
+  CHECK(link.dropped == static_cast<int>(kSegments / 20));
+  CHECK_FALSE(t.rto_seen);
+  // Each lost segment went out exactly twice. The only other retransmission allowed
+  // is RFC 6675's rescue (rule 4): the last segment, once, at the tail.
+  for (const auto& [seq, times] : link.times_sent) {
+    const size_t k = t.segment_of(seq);
+    if (k % 20 == 10) {
+      CHECK(times == 2);
+    } else if (times != 1) {
+      CHECK(k == kSegments - 1);
+      CHECK(times == 2);
+    }
+  }
+}
+
+TEST_CASE("lwip tcp: a burst of 10 lost segments is repaired in one recovery", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, kSegments * 1380);
+  link.drop = [&](const Seg& s, int nth) {
+    const size_t k = t.segment_of(s.seq);
+    return s.from_sender && s.payload > 0 && nth == 1 && k >= 100 && k < 110;
+  };
+  tcpwnd_size_t ssthresh_in = 0, cwnd_before = 0, cwnd_prev = 0;
+  link.run(10000, [&] {
+    if (t.snd->rec.in_recovery && !t.was_in_recovery) {
+      ssthresh_in = t.snd->ssthresh;
+      cwnd_before = cwnd_prev;
+    }
+    cwnd_prev = t.snd->cwnd;
+    t.watch();
+    return t.received == t.total && t.snd->unacked == nullptr;
+  });
+  REQUIRE(t.received == t.total);
+  CHECK_FALSE(t.corrupt);
+  CHECK(link.dropped == 10);
+  CHECK_FALSE(t.rto_seen);
+  CHECK(t.recoveries == 1);
+  CHECK(retransmissions(link) == 10);
+  // One reduction for the whole burst, kept after recovery; cwnd restarts from it
+  // (then grows), not from 1 MSS as after an RTO.
+  CHECK(ssthresh_in >= 2u * t.mss());
+  CHECK(ssthresh_in < cwnd_before);
+  CHECK(t.snd->ssthresh == ssthresh_in);
+  CHECK(t.snd->cwnd >= t.snd->ssthresh);
+}
+
+TEST_CASE("lwip tcp: a lost retransmission is found again without an RTO", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, kSegments * 1380);
+  const uint32_t victim = t.seq_of(100 * 1380);
+  link.drop = [&](const Seg& s, int nth) { return s.from_sender && s.seq == victim && nth <= 2; };
+  REQUIRE(t.run(link, 10000));
+  CHECK(link.dropped == 2);
+  const auto sends = sends_of(link, victim);
+  REQUIRE(sends.size() == 3);
+  // RACK: later segments sent after the first retransmission were SACKed, so it is
+  // lost too; found within a few RTTs, not an RTO (>= 200 ms) later.
+  CHECK_FALSE(t.rto_seen);
+  CHECK(sends[2].at - sends[1].at < 100);
+}
+
+TEST_CASE("lwip tcp: lost SACK-carrying ACKs do not stop the repair", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, kSegments * 1380);
+  int sack_acks_dropped = 0;
+  link.drop = [&](const Seg& s, int nth) {
+    if (s.from_sender) return s.payload > 0 && nth == 1 && t.segment_of(s.seq) == 150;
+    if (s.has_sack && sack_acks_dropped < 2) return ++sack_acks_dropped, true;
+    return false;
+  };
+  REQUIRE(t.run(link, 10000));
+  CHECK(sack_acks_dropped == 2);
+  CHECK_FALSE(t.rto_seen);
+  CHECK(sends_of(link, t.seq_of(150 * t.mss())).size() == 2);
+}
+
+TEST_CASE("lwip tcp: without SACK, NewReno repairs three losses of one window by partial ACKs", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  link.strip_sack = true;
+  Transfer t(link, kSegments * 1380);
+  link.drop = [&](const Seg& s, int nth) {
+    const size_t k = t.segment_of(s.seq);
+    return s.from_sender && s.payload > 0 && nth == 1 && (k == 120 || k == 124 || k == 128);
+  };
+  REQUIRE(t.run(link, 20000));
+  CHECK((t.snd->flags & TF_SACK) == 0);
+  CHECK(link.dropped == 3);
+  CHECK_FALSE(t.rto_seen);
+  CHECK(retransmissions(link) == 3);
+  // One RTT per hole: the second and third go out after the partial ACKs.
+  const auto a = sends_of(link, t.seq_of(120 * t.mss()));
+  const auto c = sends_of(link, t.seq_of(128 * t.mss()));
+  REQUIRE(a.size() == 2);
+  REQUIRE(c.size() == 2);
+  CHECK(c[1].at > a[1].at);
+}
+
+TEST_CASE("lwip tcp: the retransmission timeout is RFC 6298's, 200 ms at least, not 3 s", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, 40 * 1380);
+  // Everything from the sender is lost for a while once 10 segments went through.
+  uint32_t blackout_from = 0;
+  link.drop = [&](const Seg& s, int) {
+    if (!s.from_sender || s.payload == 0) return false;
+    if (t.segment_of(s.seq) < 10 && blackout_from == 0) return false;
+    if (blackout_from == 0) blackout_from = g_now;
+    return g_now < blackout_from + 150;
+  };
+  REQUIRE(t.run(link, 20000));
+  CHECK(t.rto_seen);
+  // The first segment lost in the blackout: its next transmission is the RTO's.
+  const auto sends = sends_of(link, t.seq_of(10 * t.mss()));
+  REQUIRE(sends.size() >= 2);
+  const uint32_t waited = sends[1].at - sends[0].at;
+  CHECK(waited >= 200);
+  CHECK(waited <= 260);
+}
+
+TEST_CASE("lwip tcp: a loss-free transfer retransmits nothing", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, kSegments * 1380);
+  REQUIRE(t.run(link, 10000));
+  CHECK(retransmissions(link) == 0);
+  CHECK_FALSE(t.rto_seen);
+  CHECK_FALSE(t.snd->rec.in_recovery);
+}
