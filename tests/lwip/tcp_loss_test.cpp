@@ -391,6 +391,40 @@ TEST_CASE("lwip tcp: a burst of 10 lost segments is repaired in one recovery", "
   CHECK(t.snd->cwnd >= t.snd->ssthresh);
 }
 
+TEST_CASE("lwip tcp: the last segment lost is found by the tail loss probe, not the RTO", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, kSegments * 1380);
+  const uint32_t last = t.seq_of((kSegments - 1) * 1380);
+  link.drop = [&](const Seg& s, int nth) { return s.from_sender && s.seq == last && nth == 1; };
+  REQUIRE(t.run(link, 10000));
+  CHECK(link.dropped == 1);
+  CHECK_FALSE(t.rto_seen);
+  const auto sends = sends_of(link, last);
+  REQUIRE(sends.size() == 2);
+  // Alone in flight once the ACK before it came: PTO = 2 SRTT (~10 ms here) + 40 ms
+  // of delayed ACK, checked on 10 ms ticks; the RTO would be 200 ms at least.
+  CHECK(sends[1].at - sends[0].at < 100);
+  CHECK(retransmissions(link) == 1);
+}
+
+TEST_CASE("lwip tcp: the last three segments lost: probe, then RACK repairs the rest", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, kSegments * 1380);
+  link.drop = [&](const Seg& s, int nth) {
+    return s.from_sender && s.payload > 0 && nth == 1 && t.segment_of(s.seq) >= kSegments - 3;
+  };
+  REQUIRE(t.run(link, 10000));
+  CHECK(link.dropped == 3);
+  CHECK_FALSE(t.rto_seen);
+  for (size_t k = kSegments - 3; k < kSegments; ++k) {
+    const auto sends = sends_of(link, t.seq_of(k * 1380));
+    REQUIRE(sends.size() == 2);
+    CHECK(sends[1].at - sends[0].at < 100);
+  }
+}
+
 TEST_CASE("lwip tcp: a lost retransmission is found again without an RTO", "[lwip-tcp]") {
   init_once();
   Link link;

@@ -20,6 +20,9 @@
 #if !LWIP_TCP_SACK_IN
 #error "wgnet needs patch 0002's sender-side SACK and loss recovery (LWIP_TCP_SACK_IN=1)"
 #endif
+#if !LWIP_TCP_TLP
+#error "wgnet needs patch 0003's tail loss probe (LWIP_TCP_TLP=1)"
+#endif
 #ifndef LWIP_HOOK_TCP_ISN
 #error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
 #endif
