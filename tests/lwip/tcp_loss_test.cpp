@@ -101,6 +101,12 @@ class Link {
   std::vector<Sent> sent;  // data segments from the sender, in order
   std::map<uint32_t, int> times_sent;
   int dropped = 0;
+  // A bottleneck on the sender's direction: at most one data packet per
+  // `bottleneck_ms`, and at most `queue_limit` waiting (0 = no bottleneck).
+  uint32_t bottleneck_ms = 0;
+  size_t queue_limit = 0;
+  int queue_drops = 0;
+  uint32_t max_queue = 0;
 
   Link() {
     g_link = this;
@@ -176,9 +182,26 @@ class Link {
       ++dropped;
       return ERR_OK;
     }
-    q_.push_back({g_now + kDelayMs, from_sender, std::move(pkt)});
+    uint32_t due = g_now + kDelayMs;
+    if (from_sender && bottleneck_ms != 0) {
+      // departures of the packets still queued at the bottleneck
+      while (!departures_.empty() && departures_.front() <= g_now) departures_.pop_front();
+      if (departures_.size() >= queue_limit) {
+        ++queue_drops;
+        return ERR_OK;
+      }
+      const uint32_t leave = std::max(g_now, departures_.empty() ? g_now : departures_.back()) + bottleneck_ms;
+      departures_.push_back(leave);
+      max_queue = std::max<uint32_t>(max_queue, static_cast<uint32_t>(departures_.size()));
+      due = leave + kDelayMs;
+    }
+    // the queue is ordered by due time (a bottleneck delays only one direction)
+    auto at = q_.end();
+    while (at != q_.begin() && std::prev(at)->due > due) --at;
+    q_.insert(at, {due, from_sender, std::move(pkt)});
     return ERR_OK;
   }
+  std::deque<uint32_t> departures_;
 };
 
 // One connection across the link: the sender writes `total` bytes as fast as lwIP
@@ -499,6 +522,65 @@ TEST_CASE("lwip tcp: the retransmission timeout is RFC 6298's, 200 ms at least, 
   const uint32_t waited = sends[1].at - sends[0].at;
   CHECK(waited >= 200);
   CHECK(waited <= 260);
+}
+
+TEST_CASE("lwip tcp: CUBIC reduces to beta = 0.7 and PRR sends in proportion to delivery", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  // Long enough that new data is waiting while the loss is repaired.
+  Transfer t(link, 4000 * 1380);
+  link.drop = [&](const Seg& s, int nth) {
+    return s.from_sender && s.payload > 0 && nth == 1 && t.segment_of(s.seq) == 1000;
+  };
+  tcpwnd_size_t cwnd_prev = 0, cwnd_at_loss = 0, ssthresh_in = 0, cwnd_exit = 0;
+  uint32_t prr_out = 0, prr_delivered = 0, recover_fs = 0;
+  link.run(10000, [&] {
+    if (t.snd->rec.in_recovery && !t.was_in_recovery) {
+      cwnd_at_loss = cwnd_prev;
+      ssthresh_in = t.snd->ssthresh;
+    }
+    if (!t.snd->rec.in_recovery && t.was_in_recovery) {
+      cwnd_exit = t.snd->cwnd;
+      prr_out = t.snd->rec.prr_out;
+      prr_delivered = t.snd->rec.prr_delivered;
+      recover_fs = t.snd->rec.recover_fs;
+    }
+    cwnd_prev = t.snd->cwnd;
+    t.watch();
+    return t.received == t.total && t.snd->unacked == nullptr;
+  });
+  REQUIRE(t.received == t.total);
+  REQUIRE(t.recoveries == 1);
+  CHECK_FALSE(t.rto_seen);
+  // ssthresh = 0.7 cwnd at the loss (RFC 9438 4.6; W_max records that cwnd, the
+  // first loss has no fast convergence), not FlightSize / 2
+  const double w_max_bytes = t.snd->rec.cubic.w_max * t.mss();
+  CHECK(w_max_bytes >= cwnd_at_loss);
+  CHECK(ssthresh_in == Approx(0.7 * w_max_bytes).margin(1));
+  // PRR: what went out during recovery is what was delivered, scaled by
+  // ssthresh / RecoverFS (RFC 6937), give or take a segment and the retransmission
+  // that starts recovery; neither a burst nor a silence.
+  REQUIRE(recover_fs > 0);
+  const double proportional = static_cast<double>(prr_delivered) * ssthresh_in / recover_fs;
+  CHECK(prr_out <= proportional + 2 * t.mss());
+  CHECK(prr_out + 2 * t.mss() >= proportional);
+  // recovery ends at ssthresh (then CUBIC grows it)
+  CHECK(cwnd_exit >= ssthresh_in);
+  CHECK(cwnd_exit <= ssthresh_in + 2 * t.mss());
+}
+
+TEST_CASE("lwip tcp: HyStart++ leaves slow start when the queue builds, before it overflows", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  link.bottleneck_ms = 1;  // ~11 Mbit/s: 10 packets fill the 10 ms RTT
+  link.queue_limit = 100;
+  Transfer t(link, 3000 * 1380);
+  REQUIRE(t.run(link, 60000));
+  CHECK(t.snd->rec.cubic.hystart_done);
+  // Slow start without an exit doubles cwnd until the 100-packet queue overflows.
+  CHECK(link.queue_drops == 0);
+  CHECK(link.max_queue < 100);
+  CHECK(retransmissions(link) == 0);
 }
 
 TEST_CASE("lwip tcp: a loss-free transfer retransmits nothing", "[lwip-tcp]") {

@@ -23,6 +23,9 @@
 #if !LWIP_TCP_TLP
 #error "wgnet needs patch 0003's tail loss probe (LWIP_TCP_TLP=1)"
 #endif
+#if !LWIP_TCP_CUBIC || !LWIP_TCP_PRR
+#error "wgnet needs patch 0004's CUBIC and proportional rate reduction (LWIP_TCP_CUBIC=1, LWIP_TCP_PRR=1)"
+#endif
 #ifndef LWIP_HOOK_TCP_ISN
 #error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
 #endif

@@ -130,7 +130,8 @@
  *      timeouts are written in ms and keep their meaning.
  * 0002 sender-side SACK: scoreboard, RFC 6675 recovery, RACK loss marking, NewReno
  *      partial ACKs, duplicate ACKs that work against Linux, limited transmit.
- * 0003 tail loss probe: a lost last segment is found in 2 SRTT, not an RTO. */
+ * 0003 tail loss probe: a lost last segment is found in 2 SRTT, not an RTO.
+ * 0004 CUBIC with HyStart++'s slow-start exit, and PRR during recovery. */
 #define TCP_TMR_INTERVAL                10
 #define LWIP_TCP_RTO_TIME               1000
 #define LWIP_TCP_RTO_FINE               1
@@ -138,6 +139,8 @@
 #define TCP_RTO_MAX_MS                  60000
 #define LWIP_TCP_SACK_IN                1
 #define LWIP_TCP_TLP                    1
+#define LWIP_TCP_CUBIC                  1
+#define LWIP_TCP_PRR                    1
 
 /* ---- Hooks: RFC 6528 initial sequence numbers (glue.c). ----
  * The function is declared in the hook header: ip_addr_t does not exist yet here. */
