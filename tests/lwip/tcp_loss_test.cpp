@@ -31,6 +31,8 @@ namespace {
 u32_t g_now = 1000;  // ms; lwIP treats 0 specially in places
 }
 extern "C" u32_t sys_now(void) { return g_now; }
+// TCP_CLOCK_US (patch 0005) on the same fake clock; glue.c's real one is weak.
+extern "C" u32_t wgnet_lwip_now_us(void) { return g_now * 1000u; }
 
 namespace {
 

@@ -26,6 +26,9 @@
 #if !LWIP_TCP_CUBIC || !LWIP_TCP_PRR
 #error "wgnet needs patch 0004's CUBIC and proportional rate reduction (LWIP_TCP_CUBIC=1, LWIP_TCP_PRR=1)"
 #endif
+#ifndef TCP_RACK_MIN_REO_US
+#error "wgnet needs patch 0005's microsecond clock for RACK (TCP_CLOCK_US)"
+#endif
 #ifndef LWIP_HOOK_TCP_ISN
 #error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
 #endif

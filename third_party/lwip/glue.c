@@ -46,6 +46,12 @@ static void random_bytes(void *buf, size_t len) {
   }
 }
 
+__attribute__((weak)) u32_t wgnet_lwip_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (u32_t)((uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+}
+
 uint32_t wgnet_lwip_rand(void) {
   uint32_t r;
   random_bytes(&r, sizeof r);

@@ -131,7 +131,9 @@
  * 0002 sender-side SACK: scoreboard, RFC 6675 recovery, RACK loss marking, NewReno
  *      partial ACKs, duplicate ACKs that work against Linux, limited transmit.
  * 0003 tail loss probe: a lost last segment is found in 2 SRTT, not an RTO.
- * 0004 CUBIC with HyStart++'s slow-start exit, and PRR during recovery. */
+ * 0004 CUBIC with HyStart++'s slow-start exit, and PRR during recovery.
+ * 0005 RACK's transmit times and RTT samples in microseconds (TCP_CLOCK_US below):
+ *      the tunnel's RTT is often below a millisecond. */
 #define TCP_TMR_INTERVAL                10
 #define LWIP_TCP_RTO_TIME               1000
 #define LWIP_TCP_RTO_FINE               1
@@ -141,6 +143,8 @@
 #define LWIP_TCP_TLP                    1
 #define LWIP_TCP_CUBIC                  1
 #define LWIP_TCP_PRR                    1
+#define TCP_CLOCK_US()                  wgnet_lwip_now_us()
+#define TCP_RACK_MIN_REO_US             100
 
 /* ---- Hooks: RFC 6528 initial sequence numbers (glue.c). ----
  * The function is declared in the hook header: ip_addr_t does not exist yet here. */

@@ -16,6 +16,10 @@ extern "C" {
 u32_t wgnet_lwip_tcp_isn(const ip_addr_t *local_ip, u16_t local_port,
                          const ip_addr_t *remote_ip, u16_t remote_port);
 
+/* TCP_CLOCK_US(): CLOCK_MONOTONIC in microseconds, wrapping at 2^32 (patch 0005: per-
+ * segment transmit times for RACK). Weak: a test with a fake clock defines its own. */
+u32_t wgnet_lwip_now_us(void);
+
 #ifdef __cplusplus
 }
 #endif
