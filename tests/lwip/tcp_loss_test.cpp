@@ -213,6 +213,7 @@ struct Transfer {
   tcp_pcb* rcv = nullptr;
   tcp_pcb* listener = nullptr;
   size_t total, written = 0, received = 0;
+  size_t back_total = 0, back_written = 0;  // the receiver's own data, sent back
   uint32_t iss = 0;
   bool corrupt = false, rto_seen = false;
   int recoveries = 0;
@@ -231,6 +232,12 @@ struct Transfer {
       auto* t = static_cast<Transfer*>(arg);
       t->rcv = pcb;
       tcp_arg(pcb, t);
+      tcp_nagle_disable(pcb);
+      tcp_sent(pcb, [](void* arg, tcp_pcb*, u16_t) -> err_t {
+        static_cast<Transfer*>(arg)->fill_back();
+        return ERR_OK;
+      });
+      t->fill_back();
       tcp_recv(pcb, [](void* arg, tcp_pcb* pcb, pbuf* p, err_t) -> err_t {
         auto* t = static_cast<Transfer*>(arg);
         if (p == nullptr) return ERR_OK;
@@ -287,6 +294,19 @@ struct Transfer {
       written += n;
     }
     tcp_output(snd);
+  }
+  // The receiver's data towards the sender (bidirectional tests), whole segments.
+  void fill_back() {
+    uint8_t chunk[4 * 1380] = {};
+    // a bulk stream that keeps only ~48 segments queued, so that its segments are
+    // made as it goes (after the first loss, with SACK room) and some always wait
+    while (rcv != nullptr && back_written < back_total && tcp_sndqueuelen(rcv) < 48) {
+      size_t n = std::min<size_t>({tcp_sndbuf(rcv), sizeof chunk, back_total - back_written});
+      if (n < back_total - back_written) n -= n % rcv->mss;
+      if (n == 0 || tcp_write(rcv, chunk, static_cast<u16_t>(n), TCP_WRITE_FLAG_COPY) != ERR_OK) break;
+      back_written += n;
+    }
+    if (rcv != nullptr) tcp_output(rcv);
   }
   // Data sequence number of payload byte `offset` (the SYN takes one).
   uint32_t seq_of(size_t offset) const { return iss + 1 + static_cast<uint32_t>(offset); }
@@ -583,6 +603,26 @@ TEST_CASE("lwip tcp: HyStart++ leaves slow start when the queue builds, before i
   CHECK(link.queue_drops == 0);
   CHECK(link.max_queue < 100);
   CHECK(retransmissions(link) == 0);
+}
+
+TEST_CASE("lwip tcp: a bidirectional flow reports its SACKs on data segments", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, 2000 * 1380);
+  t.back_total = 100000 * 1380;  // more than it can send meanwhile: always backlogged
+  int sack_on_data = 0, sack_on_empty = 0;
+  link.drop = [&](const Seg& s, int nth) {
+    if (!s.from_sender && s.has_sack) (s.payload > 0 ? sack_on_data : sack_on_empty)++;
+    return s.from_sender && s.payload > 0 && nth == 1 && t.segment_of(s.seq) % 100 == 50;
+  };
+  REQUIRE(t.run(link, 20000));
+  CHECK(link.dropped == 20);
+  CHECK_FALSE(t.rto_seen);
+  // after the first loss the receiver's segments have room for a SACK block, and it
+  // has data waiting: from then on its SACKs ride on that data
+  INFO("SACK blocks on data segments " << sack_on_data << ", on empty ACKs " << sack_on_empty);
+  CHECK(sack_on_data > 0);
+  CHECK(sack_on_empty < sack_on_data);
 }
 
 TEST_CASE("lwip tcp: a loss-free transfer retransmits nothing", "[lwip-tcp]") {

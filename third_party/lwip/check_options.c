@@ -29,6 +29,9 @@
 #ifndef TCP_RACK_MIN_REO_US
 #error "wgnet needs patch 0005's microsecond clock for RACK (TCP_CLOCK_US)"
 #endif
+#if !LWIP_TCP_SACK_OUT_DATA
+#error "wgnet needs patch 0006's SACK blocks on data segments (LWIP_TCP_SACK_OUT_DATA=1)"
+#endif
 #ifndef LWIP_HOOK_TCP_ISN
 #error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
 #endif

@@ -117,6 +117,7 @@
 /* Selective acknowledgements out, with a bounded out-of-order queue per connection. */
 #define TCP_QUEUE_OOSEQ                 1
 #define LWIP_TCP_SACK_OUT               1
+#define LWIP_TCP_SACK_OUT_DATA          1
 #define LWIP_TCP_MAX_SACK_NUM           4
 #define TCP_OOSEQ_MAX_BYTES             (2 * 1024 * 1024)
 #define TCP_OOSEQ_MAX_PBUFS             2048
@@ -133,7 +134,9 @@
  * 0003 tail loss probe: a lost last segment is found in 2 SRTT, not an RTO.
  * 0004 CUBIC with HyStart++'s slow-start exit, and PRR during recovery.
  * 0005 RACK's transmit times and RTT samples in microseconds (TCP_CLOCK_US below):
- *      the tunnel's RTT is often below a millisecond. */
+ *      the tunnel's RTT is often below a millisecond.
+ * 0006 SACK blocks on data segments too, so a bidirectional flow needs no extra
+ *      empty ACKs to report its losses. */
 #define TCP_TMR_INTERVAL                10
 #define LWIP_TCP_RTO_TIME               1000
 #define LWIP_TCP_RTO_FINE               1
