@@ -33,7 +33,7 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 
 step "fuzz: each libFuzzer target for a short bounded time (clang-14)"
 cmake --preset fuzz >/dev/null
-fuzzers=(gro_fuzz gso_fuzz control_fuzz dns_message_fuzz)
+fuzzers=(gro_fuzz gso_fuzz control_fuzz dns_message_fuzz lwip_tcp_fuzz)
 cmake --build build-fuzz -j"$jobs" --target "${fuzzers[@]}"
 for f in "${fuzzers[@]}"; do
   corpus="tests/fuzz/corpus/${f%_fuzz}"

@@ -122,6 +122,13 @@ class Link {
   }
   netif* a() { return &a_; }
   netif* b() { return &b_; }
+  // Hands a packet to the sender's netif at once, as if from the receiver.
+  void inject_to_sender(const Packet& pkt) {
+    pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(pkt.size()), PBUF_RAM);
+    REQUIRE(p != nullptr);
+    pbuf_take(p, pkt.data(), static_cast<u16_t>(pkt.size()));
+    if (a_.input(p, &a_) != ERR_OK) pbuf_free(p);
+  }
 
   // Advances the clock by ms, 1 ms at a time: due packets arrive, lwIP's timers run.
   void run(uint32_t ms, const std::function<bool()>& done = nullptr) {
@@ -623,6 +630,43 @@ TEST_CASE("lwip tcp: a bidirectional flow reports its SACKs on data segments", "
   INFO("SACK blocks on data segments " << sack_on_data << ", on empty ACKs " << sack_on_empty);
   CHECK(sack_on_data > 0);
   CHECK(sack_on_empty < sack_on_data);
+}
+
+// Found by tests/fuzz/lwip_tcp_fuzz.cpp (corpus entry mss_in_ack): before patch 0007 an
+// ACK with an MSS option shrank pcb->mss under the queued segments and the next
+// tcp_write aborted the process ("mss_local is too small").
+TEST_CASE("lwip tcp: an MSS option outside the SYN is ignored", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  Transfer t(link, 200 * 1380);
+  link.run(30, [&] { return t.rcv != nullptr && t.snd->unsent != nullptr; });
+  REQUIRE(t.rcv != nullptr);
+  // a pure ACK from the receiver, with MSS 100 in its options
+  Packet ack(20 + 24, 0);
+  ack[0] = 0x45;
+  ack[3] = static_cast<uint8_t>(ack.size());
+  ack[8] = 64;
+  ack[9] = 6;
+  const uint8_t src[4] = {198, 19, 0, 2}, dst[4] = {198, 19, 0, 1};
+  std::memcpy(&ack[12], src, 4);
+  std::memcpy(&ack[16], dst, 4);
+  auto put = [&](size_t at, uint32_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i, v >>= 8) ack[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v);
+  };
+  put(20, t.rcv->local_port, 2);
+  put(22, t.snd->local_port, 2);
+  put(24, t.rcv->snd_nxt, 4);
+  put(28, t.snd->lastack, 4);
+  ack[32] = (24 / 4) << 4;
+  ack[33] = 0x10;
+  put(34, 0xffff, 2);
+  const uint8_t mss_opt[4] = {2, 4, 0, 100};
+  std::memcpy(&ack[40], mss_opt, 4);
+  const u16_t mss_before = t.snd->mss;
+  link.inject_to_sender(ack);
+  CHECK(t.snd->mss == mss_before);
+  // and the transfer goes on (tcp_write with segments already queued)
+  REQUIRE(t.run(link, 10000));
 }
 
 TEST_CASE("lwip tcp: a loss-free transfer retransmits nothing", "[lwip-tcp]") {
