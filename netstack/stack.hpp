@@ -49,7 +49,8 @@ class StackImpl;
 // window back to the peer only as the application consumes bytes, and writes complete
 // only when lwIP took the bytes: a slow side slows the other, memory stays bounded.
 // Errors: asio::error::eof (peer closed), connection_reset, connection_refused,
-// timed_out, host_unreachable, operation_aborted (closed locally).
+// timed_out, host_unreachable, operation_aborted (closed locally); dialing also
+// errc::address_not_available (no free local port).
 class TcpStream {
 public:
   using executor_type = Executor;
@@ -79,10 +80,22 @@ public:
         [this](auto handler, asio::const_buffer b) { write_impl(b, std::move(handler)); }, token,
         first_buffer(buffers));
   }
+  // Waits until a read would complete at once: bytes or EOF have arrived, or the
+  // connection failed (the read then says why). It holds no buffer, so a relay can wait
+  // here while idle instead of in a read (an idle connection then costs no buffer).
+  // Completes with operation_aborted if the stream is closed first, in_progress if a
+  // read or another wait is pending. Like a read, it counts as the one read operation.
+  template <class Token>
+  auto async_wait_readable(Token&& token) {
+    return asio::async_initiate<Token, void(error_code)>([this](auto handler) { wait_impl(std::move(handler)); },
+                                                         token);
+  }
 
   // Sends FIN after queued data; reading stays possible.
   void shutdown_send();
-  // Closes gracefully (FIN); pending operations complete with operation_aborted.
+  // Closes gracefully (FIN); pending operations complete with operation_aborted. A
+  // connection whose FINs have already crossed both ways is released at once instead of
+  // waiting out TIME_WAIT (2 MSL) in lwIP: see TcpConn::close in tcp.cpp.
   void close();
   // Resets the connection (RST).
   void abort();
@@ -100,6 +113,7 @@ private:
   }
   void read_impl(asio::mutable_buffer b, asio::any_completion_handler<void(error_code, size_t)> h);
   void write_impl(asio::const_buffer b, asio::any_completion_handler<void(error_code, size_t)> h);
+  void wait_impl(asio::any_completion_handler<void(error_code)> h);
 
   std::shared_ptr<detail::TcpConn> conn_;
   std::optional<Executor> executor_;

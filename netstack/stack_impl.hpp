@@ -28,6 +28,7 @@ extern "C" {
 namespace netstack::detail {
 
 using ReadHandler = asio::any_completion_handler<void(error_code, size_t)>;
+using WaitHandler = asio::any_completion_handler<void(error_code)>;
 
 // Completes a handler on its associated executor, never inline: lwIP callbacks must not
 // re-enter user code. (Asio 1.26 cannot post to an any_completion_executor, so the hop
@@ -70,6 +71,9 @@ public:
   }
 
   bool routable(const wg::IpAddress& a);
+  // Binds a new pcb to a free local port for dialing; false if none was found in a
+  // bounded number of tries (tcp.cpp).
+  bool bind_local_port(tcp_pcb* pcb);
 
   // --- tun::Device side (any thread) ---
   size_t read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset, std::error_code& ec);
@@ -85,6 +89,8 @@ public:
   std::mutex config_mu;
   std::function<bool(const wg::IpAddress&)> route_check;
   std::function<void(tun::Event)> event_handler;
+
+  uint16_t next_port = 0;  // where bind_local_port tries first
 
 private:
   static err_t netif_init(netif* n);
@@ -119,6 +125,8 @@ struct TcpConn : std::enable_shared_from_this<TcpConn> {
 
   void attach(tcp_pcb* p);  // installs the callbacks; takes the self-reference
   void start_read(asio::mutable_buffer b, ReadHandler h);
+  void start_wait(WaitHandler h);
+  bool readable() const { return !rx.empty() || rx_eof || error; }
   void start_write(asio::const_buffer b, ReadHandler h);
   void try_write();
   void fail(error_code ec);     // pcb gone: complete everything with ec
@@ -140,6 +148,7 @@ struct TcpConn : std::enable_shared_from_this<TcpConn> {
   error_code error;
   ReadHandler read_h;
   asio::mutable_buffer read_buf;
+  WaitHandler wait_h;  // async_wait_readable; never pending together with read_h
   ReadHandler write_h;
   asio::const_buffer write_buf;
   asio::any_completion_handler<void(error_code, TcpStream)> connect_h;

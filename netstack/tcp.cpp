@@ -14,6 +14,13 @@ namespace {
 
 constexpr size_t kChunk = 0xffff;  // lwIP's u16 lengths (tcp_write, tcp_recved)
 
+// Local ports for dialing: IANA's dynamic range, as lwIP's own tcp_new_port. That one
+// walks every pcb list for every port it tries and tries them all before it gives up:
+// with the ports taken it held this thread for 1-2 s per dial. Ours gives up
+// after kPortTries binds, each one walk.
+constexpr uint32_t kFirstPort = 49152, kLastPort = 65535;
+constexpr int kPortTries = 32;
+
 Endpoint endpoint_of(const ip_addr_t& a, u16_t port) { return {from_lwip(a), port}; }
 
 }  // namespace
@@ -37,7 +44,7 @@ void TcpConn::attach(tcp_pcb* p) {
 
 // Reads hand bytes to the application first, then open the window by as much.
 void TcpConn::start_read(asio::mutable_buffer b, ReadHandler h) {
-  if (read_h) {
+  if (read_h || wait_h) {
     complete(s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
     return;
   }
@@ -84,6 +91,20 @@ void TcpConn::start_read(asio::mutable_buffer b, ReadHandler h) {
   read_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
 }
 
+void TcpConn::start_wait(WaitHandler h) {
+  if (read_h || wait_h) {
+    complete(s.executor(), std::move(h), error_code(asio::error::in_progress));
+    return;
+  }
+  if (readable() || !pcb) {
+    // A local close fails the wait; anything else is for the read to report.
+    bool closed = !pcb && (!error || error == asio::error::operation_aborted);
+    complete(s.executor(), std::move(h), closed ? error_code(asio::error::operation_aborted) : error_code{});
+    return;
+  }
+  wait_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+}
+
 err_t TcpConn::on_recv(void* arg, tcp_pcb*, pbuf* p, err_t) {
   auto* c = static_cast<TcpConn*>(arg);
   if (!c) {
@@ -92,6 +113,11 @@ err_t TcpConn::on_recv(void* arg, tcp_pcb*, pbuf* p, err_t) {
   }
   if (!p) c->rx_eof = true;
   else c->rx.push_back(p);
+  if (c->wait_h) {
+    auto h = std::move(c->wait_h);
+    c->wait_h = nullptr;
+    complete(c->s.executor(), std::move(h), error_code{});
+  }
   if (c->read_h) {
     auto h = std::move(c->read_h);
     c->read_h = nullptr;
@@ -179,6 +205,12 @@ void TcpConn::fail(error_code ec) {
     // Bytes already received are still delivered before the error.
     start_read(read_buf, std::move(h));
   }
+  if (wait_h) {
+    auto h = std::move(wait_h);
+    wait_h = nullptr;
+    complete(s.executor(), std::move(h),
+             ec == asio::error::operation_aborted ? ec : error_code{});  // else the read reports it
+  }
   if (write_h) {
     auto h = std::move(write_h);
     write_h = nullptr;
@@ -187,6 +219,15 @@ void TcpConn::fail(error_code ec) {
   self.reset();  // may destroy *this: nothing after
 }
 
+// A pcb whose FINs have crossed both ways (the usual end of a relayed connection: the
+// client closed, we sent FIN, the server answered with its own) is in TIME_WAIT, where
+// lwIP keeps it and its local port for 2 MSL = 120 s. At 500 new connections a second
+// its 16,383 ephemeral ports were all in TIME_WAIT after 33 s and every dial failed. We
+// release it now (tcp_abort frees a TIME_WAIT pcb and sends nothing). What TIME_WAIT
+// guards against hardly applies in the tunnel: WireGuard's replay window drops duplicated
+// packets, RFC 6528 ISNs start a later connection on the same ports far from the old
+// sequence numbers, and a peer whose FIN is retransmitted (our last ACK lost) gets a
+// RST instead of an ACK, after it has had every byte.
 void TcpConn::close(bool abort) {
   if (!pcb) return;
   tcp_pcb* p = pcb;
@@ -195,7 +236,7 @@ void TcpConn::close(bool abort) {
   tcp_sent(p, nullptr);
   tcp_err(p, nullptr);
   pcb = nullptr;
-  if (abort || tcp_close(p) != ERR_OK) tcp_abort(p);
+  if (abort || p->state == TIME_WAIT || tcp_close(p) != ERR_OK) tcp_abort(p);
   fail(asio::error::operation_aborted);
 }
 
@@ -252,6 +293,20 @@ err_t TcpListen::on_accept(void* arg, tcp_pcb* newpcb, err_t err) {
   return ERR_OK;
 }
 
+bool StackImpl::bind_local_port(tcp_pcb* pcb) {
+  constexpr uint32_t kRange = kLastPort - kFirstPort + 1;
+  if (next_port < kFirstPort) next_port = static_cast<uint16_t>(kFirstPort + LWIP_RAND() % kRange);
+  for (int i = 0; i < kPortTries; ++i) {
+    const uint16_t port = next_port;
+    next_port = static_cast<uint16_t>(port == kLastPort ? kFirstPort : port + 1);
+    if (tcp_bind(pcb, &pcb->local_ip, port) == ERR_OK) return true;
+    // Taken: ports are handed out in order, so its neighbours likely are too. Go on
+    // from a random place.
+    next_port = static_cast<uint16_t>(kFirstPort + LWIP_RAND() % kRange);
+  }
+  return false;
+}
+
 }  // namespace detail
 
 // --- TcpStream ---
@@ -292,6 +347,14 @@ void TcpStream::write_impl(asio::const_buffer b, asio::any_completion_handler<vo
     return;
   }
   asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h)]() mutable { c->start_write(b, std::move(h)); });
+}
+
+void TcpStream::wait_impl(asio::any_completion_handler<void(error_code)> h) {
+  if (!conn_) {
+    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor));
+    return;
+  }
+  asio::dispatch(conn_->s.io_, [c = conn_, h = std::move(h)]() mutable { c->start_wait(std::move(h)); });
 }
 
 void TcpStream::shutdown_send() {
@@ -403,6 +466,12 @@ void Stack::dial_tcp_impl(Endpoint to, asio::any_completion_handler<void(error_c
     tcp_pcb* pcb = tcp_new_ip_type(to.addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6);
     if (!pcb) {
       detail::complete(s->executor(), std::move(h), error_code(asio::error::no_memory), TcpStream{});
+      return;
+    }
+    if (!s->bind_local_port(pcb)) {
+      tcp_abort(pcb);
+      detail::complete(s->executor(), std::move(h),
+                       make_error_code(boost::system::errc::address_not_available), TcpStream{});
       return;
     }
     auto c = std::make_shared<detail::TcpConn>(*s);

@@ -37,9 +37,9 @@ awaitable<void> forward_tcp(Context& ctx, std::shared_ptr<tcp::acceptor> acc, Fo
         wg::log::error("forward {}: {}", spec.text, derr.message());
         co_return;
       }
-      ctx.metrics.connections_active.fetch_add(1);
+      ctx.metrics.connection_opened();
       co_await relay(s, stream);
-      ctx.metrics.connections_active.fetch_sub(1);
+      ctx.metrics.connection_closed();
     }, asio::detached);
   }
 }
@@ -119,9 +119,9 @@ awaitable<void> reverse_tcp(Context& ctx, std::shared_ptr<netstack::TcpListener>
       }
       error_code ec;
       s.set_option(tcp::no_delay(true), ec);
-      ctx.metrics.connections_active.fetch_add(1);
+      ctx.metrics.connection_opened();
       co_await relay(stream, s);
-      ctx.metrics.connections_active.fetch_sub(1);
+      ctx.metrics.connection_closed();
     }, asio::detached);
   }
 }

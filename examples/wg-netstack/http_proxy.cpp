@@ -85,6 +85,9 @@ awaitable<void> serve(Context& ctx, tcp::socket s) {
     auto [e2, n2] = co_await asio::async_write(stream, buf.data(), kTry);
     if (e2) co_return;
   }
+  // The header's buffer would otherwise stay with the connection as long as it lasts.
+  buf.consume(buf.size());
+  buf.shrink_to_fit();
   co_await relay(s, stream);
 }
 

@@ -1,346 +1,16 @@
-// The dialer API end to end, without root: this process's Stack and wg::Device against
-// wgnet_netstack_peer (a second process: lwIP is one stack per process), WireGuard over
-// UDP on 127.0.0.1. Topology and the peer's services: see peer_main.cpp.
-//
-//   netstack_tests                                     wgnet_netstack_peer
-//   Stack ─ CaptureTun ─ wg::Device ─ LinuxBind <══ 127.0.0.1 ══> LinuxBind ─ wg::Device ─ Stack
-//   198.19.0.1, fd00:19::1     (notes SYN options)                        198.19.0.2, fd00:19::2
-//
-// Every test body is a coroutine on the Stack's thread with a watchdog that closes its
-// sockets when time is up, so a lost packet fails a test instead of hanging it. Catch's
-// assertions run on the test thread only (Catch2 v2 is not thread-safe).
+// The dialer API end to end, without root, against wgnet_netstack_peer (fixture and
+// topology: harness.hpp; the peer's services: peer_main.cpp).
 #include <catch2/catch.hpp>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/read.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 #include <boost/asio/write.hpp>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstring>
-#include <fstream>
-#include <mutex>
 
-#include "bind/linux.hpp"
-#include "netstack/stack.hpp"
-#include "wg/crypto.hpp"
-#include "wg/device.hpp"
+#include "harness.hpp"
 
-extern char** environ;
-
-namespace {
-
-namespace asio = boost::asio;
-using namespace std::chrono_literals;
-using asio::awaitable;
-using netstack::Endpoint;
-using netstack::error_code;
-using netstack::TcpStream;
-using Clock = std::chrono::steady_clock;
-constexpr auto kTry = asio::as_tuple(asio::use_awaitable);
-
-wg::IpAddress ip(const char* s) { return *wg::IpAddress::parse(s); }
-const wg::IpAddress kPeer4 = ip("198.19.0.2"), kPeer6 = ip("fd00:19::2");
-
-// The byte at offset i of the peer's source stream (peer_main.cpp has the same).
-uint8_t pattern(uint64_t i) { return static_cast<uint8_t>((i * 0x9E3779B97F4A7C15ull) >> 56); }
-
-struct Fnv {
-  uint64_t h = 0xcbf29ce484222325ull;
-  void add(const uint8_t* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  }
-};
-
-void put_u64(uint8_t* out, uint64_t v) {
-  for (int i = 7; i >= 0; --i, v >>= 8) out[i] = static_cast<uint8_t>(v);
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
-  return v;
-}
-
-// Resident set size of this process, from /proc/self/statm.
-size_t rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  size_t pages = 0, resident = 0;
-  in >> pages >> resident;
-  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
-
-// --- the peer process ---
-
-// wgnet_netstack_peer with pipes on stdin (closing it ends the peer) and stdout (its
-// READY line). The private key travels in the environment, not on the command line.
-class PeerProcess {
-public:
-  PeerProcess(const wg::PrivateKey& key, const wg::PublicKey& test_pub, uint16_t test_port) {
-    int in[2], out[2];
-    REQUIRE(pipe2(in, O_CLOEXEC) == 0);
-    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-
-    std::vector<std::string> env_text;
-    for (char** e = environ; *e; ++e)
-      if (std::strncmp(*e, "WGNET_PEER_PRIVATE_KEY=", 23) != 0) env_text.emplace_back(*e);
-    env_text.push_back("WGNET_PEER_PRIVATE_KEY=" + key.to_base64());
-    std::vector<char*> env;
-    for (auto& s : env_text) env.push_back(s.data());
-    env.push_back(nullptr);
-    std::string path = WGNET_NETSTACK_PEER, pub = test_pub.to_base64(), port = std::to_string(test_port);
-    char* argv[] = {path.data(), pub.data(), port.data(), nullptr};
-    int rc = posix_spawn(&pid_, path.c_str(), &fa, nullptr, argv, env.data());
-    wg::secure_wipe(env_text.back().data(), env_text.back().size());
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
-    REQUIRE(rc == 0);
-
-    // "READY <port>\n" within 10 s.
-    std::string line;
-    auto deadline = Clock::now() + 10s;
-    while (line.find('\n') == std::string::npos && Clock::now() < deadline) {
-      pollfd p{stdout_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char buf[64];
-      ssize_t n = read(stdout_, buf, sizeof buf);
-      if (n <= 0) break;
-      line.append(buf, static_cast<size_t>(n));
-    }
-    INFO("peer said: " << line);
-    REQUIRE(line.rfind("READY ", 0) == 0);
-    port_ = static_cast<uint16_t>(std::stoi(line.substr(6)));
-    REQUIRE(port_ != 0);
-  }
-
-  ~PeerProcess() {
-    if (stdin_ >= 0) close(stdin_);
-    if (stdout_ >= 0) close(stdout_);
-    if (pid_ <= 0) return;
-    for (int i = 0; i < 50; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-      usleep(100 * 1000);
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-
-  uint16_t port() const { return port_; }
-
-private:
-  pid_t pid_ = -1;
-  int stdin_ = -1, stdout_ = -1;
-  uint16_t port_ = 0;
-};
-
-// --- seeing what the Stack sends ---
-
-struct TcpOptions {
-  bool seen = false;
-  uint16_t mss = 0;
-  int window_scale = -1;
-  bool sack_permitted = false;
-};
-
-// Reads the options of a TCP segment with SYN set (and ACK as given); nullopt otherwise.
-std::optional<TcpOptions> syn_options(const uint8_t* pkt, size_t len, bool ack) {
-  if (len < 1) return std::nullopt;
-  size_t l4 = 0;
-  if ((pkt[0] >> 4) == 4 && len >= 20 && pkt[9] == 6) l4 = static_cast<size_t>(pkt[0] & 0x0f) * 4;
-  else if ((pkt[0] >> 4) == 6 && len >= 40 && pkt[6] == 6) l4 = 40;
-  else return std::nullopt;
-  if (len < l4 + 20) return std::nullopt;
-  const uint8_t* tcp = pkt + l4;
-  const uint8_t flags = tcp[13];
-  if (!(flags & 0x02) || bool(flags & 0x10) != ack) return std::nullopt;
-  const size_t end = std::min(len - l4, static_cast<size_t>(tcp[12] >> 4) * 4);
-  TcpOptions o;
-  o.seen = true;
-  for (size_t i = 20; i < end;) {
-    uint8_t kind = tcp[i];
-    if (kind == 0) break;
-    if (kind == 1) {
-      ++i;
-      continue;
-    }
-    if (i + 1 >= end || tcp[i + 1] < 2 || i + tcp[i + 1] > end) break;
-    if (kind == 2 && tcp[i + 1] == 4) o.mss = static_cast<uint16_t>(tcp[i + 2] << 8 | tcp[i + 3]);
-    if (kind == 3 && tcp[i + 1] == 3) o.window_scale = tcp[i + 2];
-    if (kind == 4 && tcp[i + 1] == 2) o.sack_permitted = true;
-    i += tcp[i + 1];
-  }
-  return o;
-}
-
-// The tun::Device the test's wg::Device sees: the Stack, with the first SYN it sends
-// and the first SYN-ACK it receives noted per IP version.
-class CaptureTun final : public tun::Device {
-public:
-  explicit CaptureTun(netstack::Stack& s) : s_(s) {}
-
-  size_t read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
-              std::error_code& ec) override {
-    size_t n = s_.read(bufs, sizes, offset, ec);
-    for (size_t i = 0; i < n; ++i) note(bufs[i].data() + offset, sizes[i], false);
-    return n;
-  }
-  size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) override {
-    for (auto& b : bufs) note(b.data() + offset, b.size() - offset, true);
-    return s_.write(bufs, offset, ec);
-  }
-  size_t batch_size() const override { return s_.batch_size(); }
-  int mtu() const override { return s_.mtu(); }
-  void set_event_handler(std::function<void(tun::Event)> h) override { s_.set_event_handler(std::move(h)); }
-  void close() override { s_.close(); }
-
-  TcpOptions syn_sent(int version) {
-    std::lock_guard lock(mu_);
-    return sent_[version == 6];
-  }
-  TcpOptions syn_ack_received(int version) {
-    std::lock_guard lock(mu_);
-    return received_[version == 6];
-  }
-
-private:
-  void note(const uint8_t* pkt, size_t len, bool inbound) {
-    auto o = syn_options(pkt, len, inbound);
-    if (!o) return;
-    std::lock_guard lock(mu_);
-    auto& slot = (inbound ? received_ : sent_)[(pkt[0] >> 4) == 6];
-    if (!slot.seen) slot = *o;
-  }
-
-  netstack::Stack& s_;
-  std::mutex mu_;
-  TcpOptions sent_[2], received_[2];
-};
-
-// --- the fixture: one per process ---
-
-struct Harness {
-  Harness() {
-    netstack::StackOptions so;
-    so.addresses = {*wg::IpPrefix::parse("198.19.0.1/24"), *wg::IpPrefix::parse("fd00:19::1/64")};
-    so.dns_servers = {kPeer4};
-    so.dial_timeout = 10s;
-    std::error_code ec;
-    stack = netstack::Stack::create(so, ec);
-    REQUIRE(stack);
-    tun = std::make_unique<CaptureTun>(*stack);
-    device = std::make_unique<wg::Device>(*tun, bind);
-    const auto key = wg::crypto::generate_private_key(), peer_key = wg::crypto::generate_private_key();
-    device->set_private_key(key);
-    auto p = device->add_peer(wg::crypto::public_key(peer_key));
-    device->add_allowed_ip(*p, *wg::IpPrefix::parse("198.19.0.2/32"));
-    device->add_allowed_ip(*p, *wg::IpPrefix::parse("fd00:19::2/128"));
-    REQUIRE(!device->up());
-    stack->set_route_check([d = device.get()](const wg::IpAddress& a) { return d->routable(a); });
-    peer = std::make_unique<PeerProcess>(peer_key, wg::crypto::public_key(key), device->listen_port());
-    device->set_endpoint(*p, *conn::Endpoint::parse("127.0.0.1:" + std::to_string(peer->port())));
-
-    // The first packet starts the handshake; wait until the tunnel carries pings.
-    error_code pec = asio::error::timed_out;
-    for (int i = 0; i < 5 && pec; ++i) stack->ping(kPeer4, 3000ms, pec);
-    INFO("ping through the new tunnel: " << pec.message());
-    REQUIRE(!pec);
-  }
-  ~Harness() {
-    peer.reset();
-    if (device) device->close();
-    device.reset();
-    tun.reset();
-    stack.reset();
-  }
-
-  std::unique_ptr<netstack::Stack> stack;
-  std::unique_ptr<CaptureTun> tun;
-  conn::LinuxBind bind;
-  std::unique_ptr<wg::Device> device;
-  std::unique_ptr<PeerProcess> peer;
-};
-
-Harness& harness() {
-  static Harness h;
-  return h;
-}
-
-// Closes the sockets it watches when `limit` has passed, so every pending operation of
-// the coroutine ends (operation_aborted) and the coroutine with it. Lives in the
-// coroutine's frame, on the Stack's thread, declared before what it watches.
-class Watchdog {
-public:
-  Watchdog(asio::any_io_executor ex, Clock::duration limit) : state_(std::make_shared<State>(ex)) {
-    state_->timer.expires_after(limit);
-    state_->timer.async_wait([s = state_](const error_code& ec) {
-      if (ec) return;
-      for (auto& close : s->closers) close();
-    });
-  }
-  ~Watchdog() {
-    state_->closers.clear();
-    state_->timer.cancel();
-  }
-  template <class Socket>
-  void watch(Socket& s) {
-    state_->closers.push_back([&s] { s.close(); });
-  }
-private:
-  struct State {
-    explicit State(asio::any_io_executor ex) : timer(ex) {}
-    asio::steady_timer timer;
-    std::vector<std::function<void()>> closers;
-  };
-  std::shared_ptr<State> state_;
-};
-
-// Runs a test coroutine on the Stack's thread and returns its result. The coroutine's
-// own Watchdog bounds it; `limit` is the last resort (it should never trigger).
-template <class T>
-T run(awaitable<T> op, Clock::duration limit = 60s) {
-  auto f = asio::co_spawn(harness().stack->get_executor(), std::move(op), asio::use_future);
-  if (f.wait_for(limit) != std::future_status::ready) {
-    std::fprintf(stderr, "netstack_tests: a test coroutine outlived its watchdog; aborting\n");
-    std::abort();
-  }
-  return f.get();
-}
-
-awaitable<std::tuple<error_code, TcpStream>> dial(const Endpoint& to) {
-  co_return co_await harness().stack->async_dial_tcp(to, kTry);
-}
-
-// Reads until EOF (or error, or `max` bytes) into a string.
-awaitable<std::pair<error_code, std::string>> read_all(TcpStream& s, size_t max = 1 << 20) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    auto [ec, n] = co_await s.async_read_some(asio::buffer(buf), kTry);
-    out.append(buf, n);
-    if (ec == asio::error::eof) co_return std::pair{error_code{}, out};
-    if (ec || out.size() >= max) co_return std::pair{ec, out};
-  }
-}
-
-std::string error_text(const error_code& ec) { return ec ? ec.message() : "ok"; }
-
-}  // namespace
+using namespace netstack_test;
 
 TEST_CASE("netstack: TCP to the peer's echo service, IPv4 and IPv6", "[netstack]") {
   const bool v6 = GENERATE(false, true);
@@ -770,4 +440,123 @@ TEST_CASE("netstack: SYNs carry window scaling and SACK-permitted", "[netstack]"
   REQUIRE(syn_ack.seen);
   CHECK(syn_ack.sack_permitted);
   CHECK(syn_ack.window_scale == 7);
+}
+
+TEST_CASE("netstack: async_wait_readable completes when bytes or EOF arrive", "[netstack]") {
+  struct Result {
+    error_code dial, early_wait, second, wait, read, eof_wait, eof_read, closed_wait;
+    bool done_early = false;
+    std::string got;
+  };
+  auto r = run([]() -> awaitable<Result> {
+    auto ex = co_await asio::this_coro::executor;
+    Watchdog wd(ex, 20s);
+    Result r;
+    auto [ec, s] = co_await dial({kPeer4, 7});
+    r.dial = ec;
+    if (ec) co_return r;
+    wd.watch(s);
+    // Nothing sent yet: the wait stays pending, and is the one read operation.
+    auto done = std::make_shared<std::optional<error_code>>();
+    s.async_wait_readable([done](error_code e) { *done = e; });
+    char b[16];
+    std::tie(r.second, std::ignore) = co_await s.async_read_some(asio::buffer(b), kTry);
+    asio::steady_timer t(ex, 200ms);
+    co_await t.async_wait(kTry);
+    r.done_early = done->has_value();
+    // The echo of a write makes it readable.
+    co_await asio::async_write(s, asio::buffer(std::string_view("wake")), kTry);
+    while (!done->has_value()) {
+      t.expires_after(10ms);
+      co_await t.async_wait(kTry);
+    }
+    r.wait = **done;
+    auto [rec, n] = co_await s.async_read_some(asio::buffer(b), kTry);
+    r.read = rec;
+    r.got.assign(b, n);
+    // EOF is readable too: the echo closes after ours.
+    s.shutdown_send();
+    std::tie(r.eof_wait) = co_await s.async_wait_readable(kTry);
+    std::tie(r.eof_read, std::ignore) = co_await s.async_read_some(asio::buffer(b), kTry);
+    co_return r;
+  }());
+  INFO("dial: " << error_text(r.dial));
+  REQUIRE(!r.dial);
+  CHECK_FALSE(r.done_early);
+  CHECK(r.second == asio::error::in_progress);
+  CHECK(!r.wait);
+  CHECK(!r.read);
+  CHECK(r.got.substr(0, 4) == "wake");  // the echo may come in two segments: 1..4 bytes
+  CHECK(!r.eof_wait);
+  // The rest of "wake" (if any) first, then EOF.
+  CHECK((r.eof_read == asio::error::eof || !r.eof_read));
+}
+
+TEST_CASE("netstack: closing a stream ends its async_wait_readable", "[netstack]") {
+  struct Result {
+    error_code dial, wait, after;
+  };
+  auto r = run([]() -> awaitable<Result> {
+    auto ex = co_await asio::this_coro::executor;
+    Watchdog wd(ex, 20s);
+    Result r;
+    auto [ec, s] = co_await dial({kPeer4, 7});
+    r.dial = ec;
+    if (ec) co_return r;
+    wd.watch(s);
+    asio::steady_timer t(ex, 100ms);
+    t.async_wait([&s](error_code) { s.close(); });
+    std::tie(r.wait) = co_await s.async_wait_readable(kTry);
+    std::tie(r.after) = co_await s.async_wait_readable(kTry);
+    co_return r;
+  }());
+  REQUIRE(!r.dial);
+  CHECK(r.wait == asio::error::operation_aborted);
+  CHECK(r.after == asio::error::bad_descriptor);
+}
+
+TEST_CASE("netstack: more connections than local ports, one after another, all get a port", "[netstack]") {
+  // Each connection ends the way a relayed one does: we send FIN, the peer's echo answers
+  // with its own, we close. lwIP would keep each in TIME_WAIT, and its local port, for
+  // 120 s: its 16,383 ephemeral ports ran out and dials failed (or stalled the Stack's
+  // thread while lwIP searched every list for every port).
+  static constexpr int kTotal = 17000, kWorkers = 32;
+  struct Result {
+    int ok = 0, failed = 0;
+    error_code first_error;
+  };
+  const auto start = Clock::now();
+  auto r = run([]() -> awaitable<Result> {
+    auto ex = co_await asio::this_coro::executor;
+    Result r;
+    int next = 0, running = kWorkers;
+    auto worker = [&]() -> awaitable<void> {
+      while (next < kTotal && r.failed == 0) {
+        ++next;
+        auto [ec, s] = co_await dial({kPeer4, 7});
+        if (!ec) {
+          Watchdog wd(ex, 10s);
+          wd.watch(s);
+          std::tie(ec, std::ignore) = co_await asio::async_write(s, asio::buffer("x", 1), kTry);
+          s.shutdown_send();
+          if (!ec) std::tie(ec, std::ignore) = co_await read_all(s);
+          s.close();
+        }
+        if (ec && !r.first_error) r.first_error = ec;
+        ++(ec ? r.failed : r.ok);
+      }
+      --running;
+    };
+    for (int i = 0; i < kWorkers; ++i) asio::co_spawn(ex, worker(), asio::detached);
+    asio::steady_timer t(ex);
+    while (running > 0) {
+      t.expires_after(20ms);
+      co_await t.async_wait(kTry);
+    }
+    co_return r;
+  }(), 170s);
+  INFO("first error: " << error_text(r.first_error) << "; took "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count() << " ms");
+  CHECK(r.failed == 0);
+  CHECK(r.ok == kTotal);
 }
