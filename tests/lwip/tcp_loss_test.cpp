@@ -278,7 +278,11 @@ struct Transfer {
     });
   }
   ~Transfer() {
-    for (tcp_pcb* p : {snd, rcv}) {
+    // The members go first: the RSTs that tcp_abort() sends pass the link's drop rule,
+    // which may ask segment_of() (mss()) about a pcb already freed.
+    tcp_pcb* const pcbs[] = {snd, rcv};
+    snd = rcv = nullptr;
+    for (tcp_pcb* p : pcbs) {
       if (p != nullptr) {
         tcp_arg(p, nullptr);
         tcp_recv(p, nullptr);
@@ -318,7 +322,7 @@ struct Transfer {
   // Data sequence number of payload byte `offset` (the SYN takes one).
   uint32_t seq_of(size_t offset) const { return iss + 1 + static_cast<uint32_t>(offset); }
   size_t segment_of(uint32_t seq) const { return (seq - iss - 1) / mss(); }
-  size_t mss() const { return snd->mss; }
+  size_t mss() const { return snd != nullptr ? snd->mss : 1380; }
 
   void watch() {
     if (snd->flags & TF_RTO) rto_seen = true;
