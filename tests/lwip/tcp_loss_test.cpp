@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -86,7 +88,6 @@ void strip_sack_perm(Packet& p) {
 
 class Link;
 Link* g_link = nullptr;
-uint32_t g_link_iss = 0;
 
 // Both netifs, the packets in flight, the drop rules and a log of every data segment
 // the sender put on the wire.
@@ -180,11 +181,13 @@ class Link {
     const bool from_sender = from == &a_;
     if (strip_sack && (pkt[33] & 0x02)) strip_sack_perm(pkt);
     const Seg s = parse(pkt, from_sender);
-    if (getenv("TCP_TEST_DEBUG")) fprintf(stderr, "%u %s seq %u ack %u flags %x len %zu\n", g_now, from_sender ? "A>B" : "B>A", s.seq, s.ack, s.flags, s.payload);
+    // WGNET_TCP_TEST_TRACE=1 prints every packet the link carries (for a failing case)
+    if (std::getenv("WGNET_TCP_TEST_TRACE") != nullptr)
+      std::fprintf(stderr, "%u %s seq %u ack %u flags %x len %zu\n", g_now, from_sender ? "A>B" : "B>A", s.seq,
+                   s.ack, s.flags, s.payload);
     int nth = 0;
     if (from_sender && s.payload > 0) {
       nth = ++times_sent[s.seq];
-      if (getenv("TCP_TEST_DEBUG2") && nth > 1) fprintf(stderr, "%u resend seg %u nth %d\n", g_now, (s.seq - g_link_iss - 1) / 1380, nth);
       sent.push_back({g_now, s.seq, s.payload});
     }
     if (drop(s, nth)) {
@@ -271,7 +274,6 @@ struct Transfer {
               return ERR_OK;
             }) == ERR_OK);
     iss = snd->lastack;  // tcp_connect sends the SYN at snd_lbb = lastack
-    g_link_iss = iss;
     tcp_sent(snd, [](void* arg, tcp_pcb*, u16_t) -> err_t {
       static_cast<Transfer*>(arg)->fill();
       return ERR_OK;
@@ -335,7 +337,6 @@ struct Transfer {
       watch();
       return received == total && snd->unacked == nullptr;
     });
-    if (getenv("TCP_TEST_DEBUG")) fprintf(stderr, "written %zu received %zu corrupt %d state %d unacked %p sent %zu\n", written, received, corrupt, snd->state, (void*)snd->unacked, link.sent.size());
     return received == total && !corrupt;
   }
 };
