@@ -26,6 +26,24 @@ log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 fail() { log "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
 pass() { log "ok: $*"; }
 check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
+# wait_listen NS ADDR:PORT: waits up to 10 s for a TCP socket listening there.
+wait_listen() {
+  local ns=$1 addr=$2 _
+  for _ in $(seq 100); do
+    ip netns exec "$ns" ss -ltnH | awk '{print $4}' | grep -qxF "$addr" && return 0
+    sleep 0.1
+  done
+  log "nothing listens on tcp $addr in $ns"
+  return 1
+}
+
+# forget_pid PID: forgets a PID that has been waited for, so that cleanup never signals
+# a reused PID.
+forget_pid() {
+  local keep=() p
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && [ "$p" != "$1" ] && keep+=("$p"); done
+  PIDS=("${keep[@]:-}")
+}
 
 na() { ip netns exec "$NS_A" "$@"; }
 nb() { ip netns exec "$NS_B" "$@"; }

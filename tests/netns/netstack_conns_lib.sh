@@ -31,17 +31,6 @@ bg() {
   PIDS+=($!)
 }
 
-# wait_listen NS ADDR:PORT: waits up to 10 s for a TCP socket listening there.
-wait_listen() {
-  local ns=$1 addr=$2 i
-  for i in $(seq 100); do
-    ip netns exec "$ns" ss -ltnH | awk '{print $4}' | grep -qxF "$addr" && return 0
-    sleep 0.1
-  done
-  log "nothing listens on $addr in $ns"
-  return 1
-}
-
 # wait_line FILE REGEX SECONDS: waits for a line matching REGEX in FILE, prints it.
 wait_line() {
   local file=$1 re=$2 secs=$3 i
@@ -119,13 +108,6 @@ netstack_stop() {
   wait "$NETSTACK_PID" 2>/dev/null
   forget_pid "$NETSTACK_PID"
   NETSTACK_PID=
-}
-
-# Forgets a PID that has been waited for, so that cleanup never signals a reused PID.
-forget_pid() {
-  local keep=() p
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && [ "$p" != "$1" ] && keep+=("$p"); done
-  PIDS=("${keep[@]:-}")
 }
 
 # hold_start N: starts socks_conns.py hold with N connections in the background, its

@@ -33,24 +33,6 @@ run_bg() {
   PIDS+=($!)
 }
 
-# Forgets a PID that has been waited for, so that cleanup never signals a reused PID.
-forget_pid() {
-  local keep=() p
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && [ "$p" != "$1" ] && keep+=("$p"); done
-  PIDS=("${keep[@]:-}")
-}
-
-# wait_listen NS ADDR:PORT: waits up to 10 s for a TCP socket listening there.
-wait_listen() {
-  local ns=$1 addr=$2 _
-  for _ in $(seq 100); do
-    ip netns exec "$ns" ss -ltnH | awk '{print $4}' | grep -qxF "$addr" && return 0
-    sleep 0.1
-  done
-  log "nothing listens on tcp $addr in $ns"
-  return 1
-}
-
 # Starts wg-netstack in A (SOCKS5 on $SOCKS) against a peer at 198.18.0.2:$PORT_B.
 # Keys in $TMP/a.key, $TMP/b.pub. NETSTACK_LOG_LEVEL: default error.
 start_netstack() {

@@ -27,13 +27,6 @@ UDP_RATE_SELF=200M
 UDP_RATE_WGGO=50M
 UDP_SECONDS=5
 
-# Forgets a PID that has been waited for, so that cleanup never signals a reused PID.
-forget_pid() {
-  local keep=() p
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && [ "$p" != "$1" ] && keep+=("$p"); done
-  PIDS=("${keep[@]:-}")
-}
-
 # transfer WHAT SENDER_NS RECEIVER_NS RECEIVER_WG RECEIVER_ADDR SEED
 transfer() {
   local what=$1 sns=$2 rns=$3 rwg=$4 addr=$5 seed=$6
