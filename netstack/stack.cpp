@@ -11,6 +11,7 @@ extern "C" {
 #include "lwip/init.h"
 #include "lwip/def.h"
 #include "lwip/ip.h"
+#include "lwip/tcp.h"
 #include "lwip/timeouts.h"
 
 // lwIP's clock (LWIP_TIMERS with NO_SYS): milliseconds of a monotonic clock.
@@ -128,7 +129,10 @@ err_t StackImpl::output(pbuf* p) {
   pbuf_copy_partial(p, pkt.data(), p->tot_len, 0);
   out_q_.push_back(std::move(pkt));
   lock.unlock();
-  out_cv_.notify_one();
+  if (in_batch_)
+    out_pending_ = true;
+  else
+    out_cv_.notify_one();
   packets_out.fetch_add(1, std::memory_order_relaxed);
   bytes_out.fetch_add(p->tot_len, std::memory_order_relaxed);
   return ERR_OK;
@@ -193,6 +197,8 @@ void StackImpl::drain_inbound() {
     batch.swap(in_q_);
     in_scheduled_ = false;
   }
+  in_batch_ = true;
+  tcp_input_batch_begin();
   for (auto& pkt : batch) {
     if (pkt.empty() || pkt.size() > 0xffff) continue;
     pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(pkt.size()), PBUF_RAM);
@@ -204,6 +210,12 @@ void StackImpl::drain_inbound() {
     packets_in.fetch_add(1, std::memory_order_relaxed);
     bytes_in.fetch_add(pkt.size(), std::memory_order_relaxed);
     if (nif_.input(p, &nif_) != ERR_OK) pbuf_free(p);
+  }
+  tcp_input_batch_end();
+  in_batch_ = false;
+  if (out_pending_) {
+    out_pending_ = false;
+    out_cv_.notify_one();
   }
   std::lock_guard lock(in_mu_);
   for (auto& pkt : batch)

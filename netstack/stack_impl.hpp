@@ -110,6 +110,10 @@ private:
   std::deque<std::vector<uint8_t>> out_q_;
   std::vector<std::vector<uint8_t>> out_free_;
   bool closed_ = false;
+  // Stack thread only: while a batch from WireGuard is fed to lwIP, what lwIP emits
+  // (ACKs, and what they let TCP send) wakes the reader once, at the end.
+  bool in_batch_ = false;
+  bool out_pending_ = false;
 
   // WireGuard → lwIP: packets waiting for the Stack's thread.
   std::mutex in_mu_;

@@ -3,8 +3,15 @@
 // unacknowledged range, windows, and options (SACK blocks with arbitrary edges, bad
 // lengths) — interleaved with clock ticks, so the scoreboard, recovery, RACK, TLP and
 // CUBIC see hostile ACKs. lwIP's asserts stay on: a broken invariant aborts.
+// Records may also carry data at any offset from rcv_nxt (the receiver's out-of-order
+// queue, patch 0008), and run inside an input batch (patch 0009); after every record
+// the queue's remembered tail and running bounds are checked against a walk.
 //
 //   input = record* ; record = flags(1) ack_delta(2) wnd(2) ticks(1) optlen(1) opts(optlen)
+//   flags: bits 0-5 TCP flags (ACK always set); bit 6: a data segment, seq =
+//   rcv_nxt + ack_delta * 16, wnd % 1400 + 1 payload bytes (the ACK number is then
+//   snd_una); bit 7: delivered in one input batch with the records before it that have
+//   bit 7 (no clock ticks within a batch).
 //
 // lwIP alone is linked (no netstack/), so sys_now() here is the only clock.
 #include <cstddef>
@@ -97,6 +104,20 @@ void tick(unsigned ms) {
 
 bool g_dead = false;
 
+// The out-of-order queue agrees with what patch 0008 remembers about it.
+void check_ooseq(const tcp_pcb* pcb) {
+  const tcp_seg* last = nullptr;
+  u32_t bytes = 0, pbufs = 0;
+  for (const tcp_seg* s = pcb->ooseq; s != nullptr; s = s->next) {
+    if (last != nullptr && !TCP_SEQ_LT(last->tcphdr->seqno, s->tcphdr->seqno)) __builtin_trap();
+    last = s;
+    bytes += s->p->tot_len;
+    pbufs += pbuf_clen(s->p);
+  }
+  if (pcb->ooseq_tail != nullptr && pcb->ooseq_tail != last) __builtin_trap();
+  if (pcb->ooseq_bound_bytes < bytes || pcb->ooseq_bound_pbufs < pbufs) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -130,11 +151,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tcp_write(pcb, chunk, sizeof chunk, TCP_WRITE_FLAG_COPY);
   tcp_output(pcb);
 
-  const uint32_t rcv = peer_iss + 1;
   size_t at = 0;
   int records = 0;
+  bool batch = false;
   while (at + 7 <= size && records++ < 200 && !g_dead) {
     const uint8_t flags = uint8_t((data[at] & 0x3f) | 0x10);  // always ACK; any of FIN SYN RST PSH URG
+    const bool with_data = (data[at] & 0x40) != 0;
+    const bool in_batch = (data[at] & 0x80) != 0;
     const auto delta = int16_t(data[at + 1] << 8 | data[at + 2]);
     const auto wnd = uint16_t(data[at + 3] << 8 | data[at + 4]);
     const unsigned ticks = data[at + 5] % 64;
@@ -163,12 +186,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     at += optlen;
     if (flags & 0x04) break;  // RST: the connection ends, as it may
-    inject(pcb, rcv, ack, flags & ~0x02, wnd, opts.data(), opts.size(), 0);
+    if (in_batch && !batch) tcp_input_batch_begin();
+    if (!in_batch && batch) tcp_input_batch_end();
+    batch = in_batch;
+    if (with_data)
+      inject(pcb, pcb->rcv_nxt + uint32_t(int32_t(delta) * 16), pcb->lastack, flags & ~0x02, 0xffff, opts.data(),
+             opts.size(), wnd % 1400 + 1);
+    else
+      inject(pcb, pcb->rcv_nxt, ack, flags & ~0x02, wnd, opts.data(), opts.size(), 0);
     if (g_dead) break;
-    tick(ticks);
+    check_ooseq(pcb);
+    if (!batch) tick(ticks);
     if (g_dead) break;
     if (pcb->snd_buf > 1380) tcp_write(pcb, chunk, 1380, TCP_WRITE_FLAG_COPY), tcp_output(pcb);
   }
+  if (batch) tcp_input_batch_end();
   if (!g_dead) {
     tcp_err(pcb, nullptr);
     tcp_abort(pcb);

@@ -32,6 +32,12 @@
 #if !LWIP_TCP_SACK_OUT_DATA
 #error "wgnet needs patch 0006's SACK blocks on data segments (LWIP_TCP_SACK_OUT_DATA=1)"
 #endif
+#if !LWIP_TCP_OOSEQ_LINEAR
+#error "wgnet needs patch 0008's linear out-of-order queue (LWIP_TCP_OOSEQ_LINEAR=1)"
+#endif
+#if !LWIP_TCP_INPUT_BATCH
+#error "wgnet needs patch 0009's batched ACKs (LWIP_TCP_INPUT_BATCH=1)"
+#endif
 #ifndef LWIP_HOOK_TCP_ISN
 #error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
 #endif

@@ -119,8 +119,11 @@
 #define LWIP_TCP_SACK_OUT               1
 #define LWIP_TCP_SACK_OUT_DATA          1
 #define LWIP_TCP_MAX_SACK_NUM           4
-#define TCP_OOSEQ_MAX_BYTES             (2 * 1024 * 1024)
-#define TCP_OOSEQ_MAX_PBUFS             2048
+/* The out-of-order queue may hold a whole window (a sender that keeps a window in
+ * flight over a lossy path, BBR's habit, otherwise sees its SACKed data dropped and
+ * resent); the pbuf bound keeps tiny segments from costing more than full ones. */
+#define TCP_OOSEQ_MAX_BYTES             TCP_WND
+#define TCP_OOSEQ_MAX_PBUFS             4096
 #define TCP_LISTEN_BACKLOG              1
 #define LWIP_CALLBACK_API               1
 
@@ -136,7 +139,14 @@
  * 0005 RACK's transmit times and RTT samples in microseconds (TCP_CLOCK_US below):
  *      the tunnel's RTT is often below a millisecond.
  * 0006 SACK blocks on data segments too, so a bidirectional flow needs no extra
- *      empty ACKs to report its losses. */
+ *      empty ACKs to report its losses.
+ * 0007 hostile-input fixes (MSS only in SYN, truncated options, persist split).
+ * 0008 an out-of-order queue that costs O(1) per segment, not a walk of the whole
+ *      queue (appends at a remembered tail, limits against running bounds, in-order
+ *      data chained in one pass): a receiver behind a lossy path keeps up.
+ * 0009 one ACK per connection per batch of received packets (the netstack feeds lwIP
+ *      in batches), as a receiver behind GRO sends, instead of one per out-of-order
+ *      segment: the peer's WireGuard has a twentieth of the ACKs to carry. */
 #define TCP_TMR_INTERVAL                10
 #define LWIP_TCP_RTO_TIME               1000
 #define LWIP_TCP_RTO_FINE               1
@@ -146,6 +156,8 @@
 #define LWIP_TCP_TLP                    1
 #define LWIP_TCP_CUBIC                  1
 #define LWIP_TCP_PRR                    1
+#define LWIP_TCP_OOSEQ_LINEAR           1
+#define LWIP_TCP_INPUT_BATCH            1
 #define TCP_CLOCK_US()                  wgnet_lwip_now_us()
 #define TCP_RACK_MIN_REO_US             100
 
