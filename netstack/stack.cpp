@@ -54,6 +54,7 @@ StackImpl::StackImpl(const StackOptions& o)
   // lwIP's globals (and its timer list) are initialised once per process.
   static std::once_flag lwip_once;
   std::call_once(lwip_once, [] { lwip_init(); });
+  tcp_cc_default = options.tcp_congestion == StackOptions::Congestion::bbr ? TCP_CC_BBR : TCP_CC_CUBIC;
   ip4_addr_t addr4{}, mask4{}, gw4{};
   for (auto& p : options.addresses) {
     if (!p.addr.is_v4()) continue;

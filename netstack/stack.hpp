@@ -181,6 +181,10 @@ struct StackOptions {
   size_t max_tcp_connections = 16384;
   size_t udp_queue = 512;                   // datagrams queued per UDP socket before dropping
   std::chrono::milliseconds dial_timeout{30000};
+  // The TCP sender's congestion control (our lwIP patches 0004 and 0010): BBR keeps
+  // its rate under random loss; CUBIC is the loss-based algorithm of RFC 9438.
+  enum class Congestion { bbr, cubic };
+  Congestion tcp_congestion = Congestion::bbr;
 };
 
 class Stack final : public tun::Device {

@@ -167,6 +167,7 @@ std::pair<std::string, std::string> read_auth(const std::string& file) {
 int main(int argc, char** argv) {
   CLI::App app{"wg-netstack: a SOCKS5/HTTP proxy into a WireGuard network, no root needed"};
   std::string config_path, socks = "127.0.0.1:1080", http_addr, health_addr, auth_file, level = "error";
+  std::string congestion = "bbr";
   bool no_socks = false;
   std::vector<std::string> forwards, reverses;
   app.add_option("-c,--config", config_path, "wg-quick style config file (Interface Address= required)")->required();
@@ -179,6 +180,10 @@ int main(int argc, char** argv) {
   app.add_option("--auth-file", auth_file,
                  "file with one line USER:PASSWORD for the proxies (or env WG_NETSTACK_AUTH)");
   app.add_option("--log-level", level, "verbose, error or silent")->capture_default_str();
+  app.add_option("--tcp-congestion", congestion,
+                 "congestion control of the tunnel's TCP senders: bbr (keeps its rate under random loss) or cubic")
+      ->check(CLI::IsMember({"bbr", "cubic"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   wg::log::set_level(level == "verbose" ? wg::log::Level::verbose
@@ -204,6 +209,8 @@ int main(int argc, char** argv) {
     so.addresses = cfg.iface.addresses;
     so.mtu = static_cast<int>(cfg.iface.mtu.value_or(wg::kDefaultMtu));
     so.dns_servers = cfg.iface.dns_servers;
+    so.tcp_congestion =
+        congestion == "cubic" ? netstack::StackOptions::Congestion::cubic : netstack::StackOptions::Congestion::bbr;
     std::error_code sec;
     auto stack = netstack::Stack::create(so, sec);
     if (!stack) throw std::runtime_error("cannot create the network stack: " + sec.message());

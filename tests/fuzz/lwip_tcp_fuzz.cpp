@@ -5,7 +5,8 @@
 // CUBIC see hostile ACKs. lwIP's asserts stay on: a broken invariant aborts.
 // Records may also carry data at any offset from rcv_nxt (the receiver's out-of-order
 // queue, patch 0008), and run inside an input batch (patch 0009); after every record
-// the queue's remembered tail and running bounds are checked against a walk.
+// the queue's remembered tail and running bounds are checked against a walk. Inputs of
+// odd length run the connection under BBR (patch 0010), even ones under CUBIC.
 //
 //   input = record* ; record = flags(1) ack_delta(2) wnd(2) ticks(1) optlen(1) opts(optlen)
 //   flags: bits 0-5 TCP flags (ACK always set); bit 6: a data segment, seq =
@@ -128,6 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (++port > 60000) port = 20001;
 
   // An established connection (SYN answered by hand) with 64 segments written.
+  tcp_cc_default = (size % 2) ? TCP_CC_BBR : TCP_CC_CUBIC;
   tcp_pcb* pcb = tcp_new();
   tcp_bind_netif(pcb, &g_if);
   tcp_nagle_disable(pcb);

@@ -108,6 +108,7 @@ class Link {
   // `bottleneck_ms`, and at most `queue_limit` waiting (0 = no bottleneck).
   uint32_t bottleneck_ms = 0;
   size_t queue_limit = 0;
+  uint32_t extra_delay_ms = 0;  // added to the sender's direction (a longer path)
   int queue_drops = 0;
   uint32_t max_queue = 0;
   // The packets due in the same millisecond reach lwIP as one input batch (patch 0009,
@@ -203,7 +204,7 @@ class Link {
       ++dropped;
       return ERR_OK;
     }
-    uint32_t due = g_now + kDelayMs;
+    uint32_t due = g_now + kDelayMs + (from_sender ? extra_delay_ms : 0);
     if (from_sender && bottleneck_ms != 0) {
       // departures of the packets still queued at the bottleneck
       while (!departures_.empty() && departures_.front() <= g_now) departures_.pop_front();
@@ -214,7 +215,7 @@ class Link {
       const uint32_t leave = std::max(g_now, departures_.empty() ? g_now : departures_.back()) + bottleneck_ms;
       departures_.push_back(leave);
       max_queue = std::max<uint32_t>(max_queue, static_cast<uint32_t>(departures_.size()));
-      due = leave + kDelayMs;
+      due = leave + kDelayMs + extra_delay_ms;
     }
     // the queue is ordered by due time (a bottleneck delays only one direction)
     auto at = q_.end();
@@ -861,4 +862,117 @@ TEST_CASE("lwip tcp: the out-of-order queue keeps its tail and bounds through re
     CHECK(link.dropped > 60);
     CHECK(deepest > 10);  // the queue was exercised, not just a segment or two
   }
+}
+
+// --- patch 0010: BBR ---
+
+// Selects the congestion control of the pcbs a test creates, and CUBIC again after.
+struct UseCc {
+  explicit UseCc(u8_t cc) { tcp_cc_default = cc; }
+  ~UseCc() { tcp_cc_default = TCP_CC_CUBIC; }
+};
+
+// 1 segment per ms through a bottleneck queue of 100 (BDP: 11 ms x 1 segment/ms).
+struct Bottleneck : Link {
+  Bottleneck() {
+    bottleneck_ms = 1;
+    queue_limit = 100;
+  }
+};
+
+TEST_CASE("lwip tcp: BBR measures the bottleneck and keeps about one BDP queued", "[lwip-tcp]") {
+  init_once();
+  UseCc bbr(TCP_CC_BBR);
+  Bottleneck link;
+  Transfer t(link, 6000 * 1380);
+  REQUIRE(t.snd->rec.cc == TCP_CC_BBR);
+  link.run(3000);  // startup overflows the queue once, as slow start does
+  const int drops_after_startup = link.queue_drops;
+  link.max_queue = 0;
+  const auto& b = t.snd->rec.bbr;
+  REQUIRE(t.run(link, 20000));
+  INFO("bw " << b.bw << " B/s, min_rtt " << b.min_rtt_us << " us, max queue " << link.max_queue);
+  CHECK(b.filled_pipe);
+  CHECK(b.bw >= 1380 * 1000 * 9 / 10);
+  CHECK(b.bw <= 1380 * 1000 * 11 / 10);
+  CHECK(b.min_rtt_us >= 10000);
+  CHECK(b.min_rtt_us <= 13000);
+  // cwnd gain 2 without pacing: the queue holds about one BDP (11), never overflows
+  CHECK(link.max_queue <= 40);
+  CHECK(link.queue_drops == drops_after_startup);
+}
+
+// Segments the receiver got in `ms` of a transfer through the bottleneck at `loss` %
+// random loss of data segments (retransmissions too), the same losses for both.
+size_t delivered_under_loss(u8_t cc, int loss, uint32_t ms) {
+  UseCc use(cc);
+  Bottleneck link;
+  Transfer t(link, 100000 * 1380);
+  uint32_t rng = 4242;
+  link.drop = [&](const Seg& s, int) {
+    rng = rng * 1103515245u + 12345u;
+    return s.from_sender && s.payload > 0 && int((rng >> 16) % 1000) < loss * 10;
+  };
+  link.run(ms, [&] {
+    t.watch();
+    return false;
+  });
+  CHECK_FALSE(t.corrupt);
+  return t.received / 1380;
+}
+
+TEST_CASE("lwip tcp: under 2 % random loss BBR keeps the bottleneck busy, CUBIC does not", "[lwip-tcp]") {
+  init_once();
+  const size_t bbr = delivered_under_loss(TCP_CC_BBR, 2, 10000);
+  const size_t cubic = delivered_under_loss(TCP_CC_CUBIC, 2, 10000);
+  INFO("segments in 10 s at 1 per ms: BBR " << bbr << ", CUBIC " << cubic);
+  CHECK(bbr >= 9000);            // 90 % of what the bottleneck carries
+  CHECK(bbr * 10 >= cubic * 12);  // and a fifth more than CUBIC
+}
+
+TEST_CASE("lwip tcp: BBR drains to 4 segments to measure a minimum RTT 10 s old", "[lwip-tcp]") {
+  init_once();
+  UseCc bbr(TCP_CC_BBR);
+  Bottleneck link;
+  Transfer t(link, 100000 * 1380);
+  link.run(3000);
+  const auto& b = t.snd->rec.bbr;
+  REQUIRE(b.min_rtt_us <= 13000);
+  link.extra_delay_ms = 6;  // the path gets longer: no RTT sample reaches the old minimum
+  bool probed = false;
+  u32_t cwnd_in_probe = 0xffffffff;
+  link.run(12000, [&] {
+    if (b.mode == 3) {
+      probed = true;
+      cwnd_in_probe = std::min<u32_t>(cwnd_in_probe, t.snd->cwnd);
+    }
+    return probed && b.mode != 3;
+  });
+  REQUIRE(probed);
+  CHECK(cwnd_in_probe <= 4u * 1380);
+  link.run(500);
+  INFO("min_rtt after probe-rtt " << b.min_rtt_us);
+  CHECK(b.min_rtt_us >= 16000);  // the new path's
+  CHECK(b.mode == 2);
+}
+
+TEST_CASE("lwip tcp: after an RTO BBR restarts at one segment and grows back to its model", "[lwip-tcp]") {
+  init_once();
+  UseCc bbr(TCP_CC_BBR);
+  Bottleneck link;
+  Transfer t(link, 100000 * 1380);
+  link.run(3000);
+  bool blackout = true;
+  link.drop = [&](const Seg&, int) { return blackout; };
+  u32_t cwnd_at_rto = 0;
+  link.run(3000, [&] {
+    if (t.snd->flags & TF_RTO) cwnd_at_rto = t.snd->cwnd;
+    return cwnd_at_rto != 0;
+  });
+  REQUIRE(cwnd_at_rto != 0);
+  CHECK(cwnd_at_rto == 1380);
+  blackout = false;
+  link.run(3000);
+  CHECK(t.snd->cwnd >= 11u * 1380);  // at least a BDP again
+  CHECK(t.snd->rec.bbr.bw >= 1380 * 1000 * 9 / 10);
 }

@@ -38,6 +38,9 @@
 #if !LWIP_TCP_INPUT_BATCH
 #error "wgnet needs patch 0009's batched ACKs (LWIP_TCP_INPUT_BATCH=1)"
 #endif
+#if !LWIP_TCP_BBR
+#error "wgnet needs patch 0010's BBR congestion control (LWIP_TCP_BBR=1)"
+#endif
 #ifndef LWIP_HOOK_TCP_ISN
 #error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
 #endif

@@ -146,7 +146,10 @@
  *      data chained in one pass): a receiver behind a lossy path keeps up.
  * 0009 one ACK per connection per batch of received packets (the netstack feeds lwIP
  *      in batches), as a receiver behind GRO sends, instead of one per out-of-order
- *      segment: the peer's WireGuard has a twentieth of the ACKs to carry. */
+ *      segment (a SACK peer's fast retransmit does not count duplicate ACKs).
+ * 0010 BBR besides CUBIC, per connection (tcp_cc_default; the netstack's
+ *      StackOptions::tcp_congestion, BBR unless told otherwise): a window from the
+ *      measured bottleneck rate and minimum RTT, which random loss does not shrink. */
 #define TCP_TMR_INTERVAL                10
 #define LWIP_TCP_RTO_TIME               1000
 #define LWIP_TCP_RTO_FINE               1
@@ -158,6 +161,7 @@
 #define LWIP_TCP_PRR                    1
 #define LWIP_TCP_OOSEQ_LINEAR           1
 #define LWIP_TCP_INPUT_BATCH            1
+#define LWIP_TCP_BBR                    1
 #define TCP_CLOCK_US()                  wgnet_lwip_now_us()
 #define TCP_RACK_MIN_REO_US             100
 
