@@ -880,7 +880,7 @@ struct Bottleneck : Link {
   }
 };
 
-TEST_CASE("lwip tcp: BBR measures the bottleneck and keeps about one BDP queued", "[lwip-tcp]") {
+TEST_CASE("lwip tcp: BBR measures the bottleneck and keeps about two BDPs queued", "[lwip-tcp]") {
   init_once();
   UseCc bbr(TCP_CC_BBR);
   Bottleneck link;
@@ -897,8 +897,9 @@ TEST_CASE("lwip tcp: BBR measures the bottleneck and keeps about one BDP queued"
   CHECK(b.bw <= 1380 * 1000 * 11 / 10);
   CHECK(b.min_rtt_us >= 10000);
   CHECK(b.min_rtt_us <= 13000);
-  // cwnd gain 2 without pacing: the queue holds about one BDP (11), never overflows
-  CHECK(link.max_queue <= 40);
+  // window gain 3 without pacing: the queue holds about two BDPs (11 each) with the
+  // burst allowances, far from the buffer's 100, and never overflows
+  CHECK(link.max_queue <= 50);
   CHECK(link.queue_drops == drops_after_startup);
 }
 

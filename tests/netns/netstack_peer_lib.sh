@@ -34,7 +34,8 @@ run_bg() {
 }
 
 # Starts wg-netstack in A (SOCKS5 on $SOCKS) against a peer at 198.18.0.2:$PORT_B.
-# Keys in $TMP/a.key, $TMP/b.pub. NETSTACK_LOG_LEVEL: default error.
+# Keys in $TMP/a.key, $TMP/b.pub. NETSTACK_LOG_LEVEL: default error. NETSTACK_ARGS:
+# more flags for wg-netstack, split on spaces (e.g. "--tcp-congestion cubic").
 start_netstack() {
   cat >"$TMP/a.conf" <<CONF
 [Interface]
@@ -48,8 +49,9 @@ AllowedIPs = 198.19.0.2/32
 Endpoint = 198.18.0.2:$PORT_B
 CONF
   chmod 600 "$TMP/a.conf"
+  # shellcheck disable=SC2086  # NETSTACK_ARGS is a list of flags
   run_bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" \
-    --log-level "${NETSTACK_LOG_LEVEL:-error}" --socks5 "$SOCKS"
+    --log-level "${NETSTACK_LOG_LEVEL:-error}" --socks5 "$SOCKS" ${NETSTACK_ARGS:-}
   # shellcheck disable=SC2034  # read by the scripts that source this file
   NETSTACK_PID=${PIDS[-1]}
   wait_listen "$NS_A" "$SOCKS"
