@@ -155,8 +155,7 @@ void Device::set_private_key(const std::optional<PrivateKey>& key) {
     }
     for (auto& [k, p] : peers_) {
       std::lock_guard hl(p->handshake_mu_);
-      if (identity_) p->handshake_.set_keys(*identity_);
-      else p->handshake_.precomputed_static_static.clear();
+      p->handshake_.invalidate_keys();  // recomputed by the next initiation
       p->handshake_.clear();
       renew.push_back(p);
     }
@@ -218,8 +217,7 @@ PeerPtr Device::add_peer(const PublicKey& key) {
   std::unique_lock lock(config_mu_);
   if (identity_ && identity_->public_key == key) return nullptr;
   if (auto it = peers_.find(key); it != peers_.end()) return it->second;
-  auto p = std::make_shared<Peer>(*this, key);
-  if (identity_) p->handshake_.set_keys(*identity_);
+  auto p = std::make_shared<Peer>(*this, key);  // static-static DH: at its first initiation
   peers_.emplace(key, p);
   return p;
 }
@@ -443,7 +441,24 @@ void Device::poke_timers() {
   timer_cv_.notify_one();
 }
 
-void Device::poke_timers_before(std::optional<TimePoint> deadline) {
+void Device::list_for_timers(Peer& p) {
+  if (!p.timer_listed_.exchange(true)) timer_peers_.push_back(p.shared_from_this());
+}
+
+void Device::poke_timers(Peer& p) {
+  {
+    std::lock_guard lock(timer_mu_);
+    list_for_timers(p);
+    timer_poked_ = true;
+  }
+  timer_cv_.notify_one();
+}
+
+void Device::poke_timers_before(Peer& p, std::optional<TimePoint> deadline) {
+  if (!p.timer_listed_.load()) {
+    std::lock_guard lock(timer_mu_);
+    list_for_timers(p);
+  }
   if (deadline && deadline->time_since_epoch().count() < timer_wake_at_.load()) poke_timers();
 }
 
@@ -455,13 +470,23 @@ void Device::timer_loop() {
     // deadlines armed without a poke are never late by more than that).
     auto now = Clock::now();
     TimePoint wake = now + 1s;
+    // Only peers with armed timers; peers listed while we scan wait in timer_peers_.
+    std::vector<PeerPtr> scan, keep;
+    scan.swap(timer_peers_);
     lock.unlock();
-    for (auto& p : peers()) {
+    keep.reserve(scan.size());
+    for (auto& p : scan) {
       TimerActions a;
       {
         std::lock_guard tl(p->timers_mu_);
         a = p->timers_.tick(now);
-        if (auto d = p->timers_.next_deadline()) wake = std::min(wake, *d);
+        auto d = p->timers_.next_deadline();
+        if (d && !p->removed_) {
+          wake = std::min(wake, *d);
+          keep.push_back(p);
+        } else {
+          p->timer_listed_ = false;  // whoever arms next lists it again
+        }
       }
       if (!a.any() || p->removed_ || !up_) continue;
       if (a.clear_source) {
@@ -478,6 +503,7 @@ void Device::timer_loop() {
       if (a.send_keepalive) send_keepalive(*p);
     }
     lock.lock();
+    timer_peers_.insert(timer_peers_.end(), keep.begin(), keep.end());
     timer_wake_at_.store(wake.time_since_epoch().count());
     timer_cv_.wait_until(lock, wake, [&] { return timer_poked_ || closing_.load(); });
     timer_poked_ = false;
