@@ -135,40 +135,33 @@ void Device::down() {
 
 // --- configuration ---
 
+// As the kernel does (netlink.c set_device): a peer with our new public key goes first;
+// then every peer's static-static secret is recomputed (lazily, at its next initiation)
+// and its sessions expire, so the next packet handshakes under the new key at once
+// instead of riding the old session until it ages out.
 void Device::set_private_key(const std::optional<PrivateKey>& key) {
+  std::optional<noise::Identity> id;
+  if (key) id = noise::Identity::from_private(*key);
+  {
+    std::shared_lock lock(config_mu_);
+    if ((!key && !identity_) || (key && identity_ && identity_->private_key == *key)) return;
+  }
+  if (id) remove_peer(id->public_key);  // a peer cannot be ourselves
   std::vector<PeerPtr> renew;
   {
     std::unique_lock lock(config_mu_);
-    if ((!key && !identity_) || (key && identity_ && identity_->private_key == *key)) return;
-    if (key) {
-      identity_ = noise::Identity::from_private(*key);
-      // A peer cannot be ourselves.
-      if (auto it = peers_.find(identity_->public_key); it != peers_.end()) {
-        auto self = it->second;
-        lock.unlock();
-        remove_peer(self->public_key());
-        lock.lock();
-      }
-      cookie_checker_.init(identity_->public_key);
-    } else {
-      identity_.reset();
-    }
+    identity_ = std::move(id);
+    if (identity_) cookie_checker_.init(identity_->public_key);  // mac1/cookie keys from our public key
+    renew.reserve(peers_.size());
     for (auto& [k, p] : peers_) {
       std::lock_guard hl(p->handshake_mu_);
-      p->handshake_.invalidate_keys();  // recomputed by the next initiation
-      p->handshake_.clear();
+      p->handshake_.invalidate_keys();
       renew.push_back(p);
     }
   }
-  // Sessions under the old key are void: expire them and handshake again at once.
   for (auto& p : renew) {
-    bool had_session;
-    {
-      std::lock_guard kl(p->keypairs_mu_);
-      had_session = p->current_ != nullptr;
-    }
-    expire_keypairs(*p);
-    if (had_session && key && up_) send_initiation(*p, false);
+    expire_current_keypairs(*p);
+    send_staged(*p);  // packets waiting for a session (if any) start the handshake
   }
 }
 
@@ -262,8 +255,14 @@ std::vector<PeerPtr> Device::peers() const {
 }
 
 void Device::set_preshared_key(Peer& p, const PresharedKey& psk) {
-  std::lock_guard lock(p.handshake_mu_);
-  p.handshake_.preshared_key = psk;
+  {
+    std::lock_guard lock(p.handshake_mu_);
+    if (p.handshake_.preshared_key == psk) return;  // wg setconf repeats it: keep the session
+    p.handshake_.preshared_key = psk;
+  }
+  // Sessions derived with the old key stop sending; the next packet handshakes with the new.
+  expire_current_keypairs(p);
+  send_staged(p);
 }
 
 PresharedKey Device::preshared_key(Peer& p) {
@@ -357,6 +356,16 @@ void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initi
   }
   for (auto* d : {&drop1, &drop2})
     if (*d) index_table_.remove((*d)->local_index);
+}
+
+void Device::expire_current_keypairs(Peer& p) {
+  {
+    std::lock_guard hl(p.handshake_mu_);
+    if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
+    p.handshake_.clear();
+    p.last_sent_handshake_.reset();  // REKEY_TIMEOUT must not hold back the next initiation
+  }
+  expire_keypairs(p);
 }
 
 void Device::expire_keypairs(Peer& p) {

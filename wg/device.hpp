@@ -147,6 +147,10 @@ private:
   void list_for_timers(Peer& p);  // timer_mu_ held
   void install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator);
   void expire_keypairs(Peer& p);
+  // After a key change (ours or the peer's preshared key), as the kernel's
+  // wg_noise_expire_current_peer_keypairs: the handshake under way is forgotten, the
+  // REKEY_TIMEOUT guard reset and the sessions expired, so the next packet handshakes.
+  void expire_current_keypairs(Peer& p);
   void zero_peer_keys(Peer& p);
   void clear_staged(Peer& p);
   std::error_code open_bind_locked();
