@@ -13,7 +13,7 @@
 #   └───────────────────────────────┘            └───────────────────────────┘
 #
 # Usage: peer_scale.sh BIN_DIR [PEERS]   (PEERS default 65535; WGNET_SCALE_IMPLS picks the
-# implementations, default "wg-tun wireguard-go")
+# implementations, default "wg-tun wireguard-go"). About a minute; wireguard-go needs ~0.7 GB.
 WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR [PEERS]}" && pwd)
 PEERS=${2:-65535}
 . "$(dirname "$0")/../netns/lib.sh"
@@ -68,7 +68,7 @@ measure() {
   } >"$TMP/a.conf"
   chmod 600 "$TMP/a.conf"
 
-  local rss0 t0 t1 set_s dump_s lines rss1 ping_ok=no
+  local rss0 t0 t1 set_s dump_s="" lines rss1 ping_ok=no
   sleep 0.5
   rss0=$(rss_kb "$pid")
   t0=$(now_s)
@@ -78,10 +78,17 @@ measure() {
   else
     t1=$(now_s); set_s=$(elapsed "$t0" "$t1")
   fi
-  t0=$(now_s)
-  lines=$(na timeout 120 wg show "$WG_A" dump | wc -l)
-  t1=$(now_s); dump_s=$(elapsed "$t0" "$t1")
-  [ "$lines" -lt $((PEERS + 2)) ] && dump_s=">120 ($lines lines)"
+  # The best of three dumps: the machine is shared, and the least a dump took is what it costs.
+  local run d
+  for run in 1 2 3; do
+    t0=$(now_s)
+    lines=$(na timeout 120 wg show "$WG_A" dump | wc -l)
+    t1=$(now_s); d=$(elapsed "$t0" "$t1")
+    if [ "$lines" -lt $((PEERS + 2)) ]; then dump_s=">120 ($lines lines)"; break; fi
+    if [ -z "${dump_s:-}" ] || python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$d" "$dump_s"; then
+      dump_s=$d
+    fi
+  done
   rss1=$(rss_kb "$pid")
   ping_eventually "$NS_A" 198.19.0.2 && ping_ok=yes
 
@@ -99,11 +106,14 @@ measure() {
 }
 
 : >"$TMP/results"
-log "peer scale: $PEERS random peers + 1 real peer, $(uname -r), $(nproc) CPUs"
+log "peer scale: $PEERS random peers + 1 real peer, $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for impl in ${WGNET_SCALE_IMPLS:-wg-tun wireguard-go}; do
   log "measuring $impl"
   measure "$impl" || log "$impl: setup failed"
 done
+log "done, load $(cut -d' ' -f1-3 /proc/loadavg)"
+# dump_s: best of 3; bytes/peer: RSS growth over setconf / peers; cpu%_abandoned: the
+# daemon's CPU in the 3 s after five clients gave up on a dump after 50 ms each.
 printf '%-13s %7s %10s %9s %10s %12s %6s %14s\n' impl peers setconf_s dump_s rss_MB bytes/peer ping \
   "cpu%_abandoned"
 cat "$TMP/results"
