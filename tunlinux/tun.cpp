@@ -546,6 +546,7 @@ void Tun::run_events() {
   alignas(nlmsghdr) uint8_t buf[16384];
   pollfd fds[3] = {{nl_fd_, POLLIN, 0}, {close_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   while (!closed_.load(std::memory_order_acquire)) {
+    fds[0].fd = nl_fd_;  // follow_move() may have replaced it
     if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -574,6 +575,7 @@ void Tun::run_events() {
         if (errno == ENOBUFS) {  // the socket overflowed: messages were lost
           resync();
           if (closed_.load(std::memory_order_acquire)) return;
+          if (fds[0].fd != nl_fd_) break;  // moved: poll the new socket
           continue;
         }
         break;  // EAGAIN
@@ -581,10 +583,7 @@ void Tun::run_events() {
       if (from.nl_pid != 0) continue;  // only the kernel speaks for links
       handle_netlink(buf, static_cast<size_t>(r));
       if (closed_.load(std::memory_order_acquire)) return;
-      if (fds[0].fd != nl_fd_) {  // the interface moved: listen in its new namespace
-        fds[0].fd = nl_fd_;
-        break;
-      }
+      if (fds[0].fd != nl_fd_) break;  // the interface moved: poll the new socket
     }
   }
 }
