@@ -17,6 +17,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -28,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <utility>
 
 namespace tunlinux {
@@ -45,8 +47,14 @@ public:
   ~UniqueFd() {
     if (fd_ >= 0) ::close(fd_);
   }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = o.release();
+    }
+    return *this;
+  }
   int get() const { return fd_; }
   int release() { return std::exchange(fd_, -1); }
   explicit operator bool() const { return fd_ >= 0; }
@@ -107,19 +115,64 @@ Tun::Options Tun::Options::from_env() {
 
 // --- open ---
 
-bool Tun::query_link(int ifindex, LinkState& st, std::error_code& ec) {
-  char name[IF_NAMESIZE] = {};
-  if (!if_indextoname(static_cast<unsigned>(ifindex), name)) {
-    ec = errno == ENXIO ? std::make_error_code(std::errc::no_such_device) : errno_code();
+// The interface ioctls go through the rtnetlink socket: a socket's ioctls act in the
+// namespace it was made in (netlink passes them to dev_ioctl), which is the interface's
+// namespace also after a move, while the process may live in another.
+bool Tun::query_link(int nl_fd, int ifindex, LinkState& st, std::error_code& ec) {
+  ifreq ifr{};
+  ifr.ifr_ifindex = ifindex;
+  if (::ioctl(nl_fd, SIOCGIFNAME, &ifr) < 0) {
+    ec = errno == ENODEV ? std::make_error_code(std::errc::no_such_device) : errno_code();
     return false;
   }
-  ifreq ifr{};
-  if (!if_ioctl(name, SIOCGIFFLAGS, ifr, ec)) return false;
+  if (::ioctl(nl_fd, SIOCGIFFLAGS, &ifr) < 0) {
+    ec = errno_code();
+    return false;
+  }
   st.up = is_up(static_cast<unsigned short>(ifr.ifr_flags));
-  if (!if_ioctl(name, SIOCGIFMTU, ifr, ec)) return false;
+  if (::ioctl(nl_fd, SIOCGIFMTU, &ifr) < 0) {
+    ec = errno_code();
+    return false;
+  }
   st.mtu = ifr.ifr_mtu;
   return true;
 }
+
+namespace {
+
+// An rtnetlink socket subscribed to link events, in the calling thread's namespace.
+UniqueFd link_socket(std::error_code& ec) {
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
+  if (!nl) {
+    ec = errno_code();
+    return UniqueFd();
+  }
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_LINK;
+  if (::bind(nl.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
+    ec = errno_code();
+    return UniqueFd();
+  }
+  return nl;
+}
+
+// The same in the namespace `netns_fd` names. Made on a short-lived thread that enters
+// it: setns(CLONE_NEWNET) moves only the calling thread, and a socket stays in the
+// namespace it was made in, so no other thread (nor the UDP sockets) ever changes.
+UniqueFd link_socket_in(int netns_fd, std::error_code& ec) {
+  UniqueFd nl;
+  std::thread([&] {
+    if (::setns(netns_fd, CLONE_NEWNET) < 0) {
+      ec = errno_code();
+      return;
+    }
+    nl = link_socket(ec);
+  }).join();
+  return nl;
+}
+
+}  // namespace
 
 std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, const Options& opts, std::error_code& ec) {
   ec.clear();
@@ -195,18 +248,8 @@ std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, u
   if (!if_ioctl(name.c_str(), SIOCGIFINDEX, ifr, ec)) return nullptr;
   const int ifindex = ifr.ifr_ifindex;
 
-  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
-  if (!nl) {
-    ec = errno_code();
-    return nullptr;
-  }
-  sockaddr_nl sa{};
-  sa.nl_family = AF_NETLINK;
-  sa.nl_groups = RTMGRP_LINK;
-  if (::bind(nl.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
-    ec = errno_code();
-    return nullptr;
-  }
+  UniqueFd nl = link_socket(ec);
+  if (!nl) return nullptr;
   UniqueFd close_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   UniqueFd wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!close_fd || !wake_fd) {
@@ -214,7 +257,7 @@ std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, u
     return nullptr;
   }
   LinkState st;
-  if (!query_link(ifindex, st, ec)) return nullptr;
+  if (!query_link(nl.get(), ifindex, st, ec)) return nullptr;
 
   auto tun = std::make_unique<Tun>(Private(), fd, std::move(name), ifindex, vnet_hdr, offloads, opts,
                                    nl.release(), close_fd.release(), wake_fd.release());
@@ -503,6 +546,7 @@ void Tun::run_events() {
   alignas(nlmsghdr) uint8_t buf[16384];
   pollfd fds[3] = {{nl_fd_, POLLIN, 0}, {close_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   while (!closed_.load(std::memory_order_acquire)) {
+    fds[0].fd = nl_fd_;  // follow_move() may have replaced it
     if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -514,7 +558,7 @@ void Tun::run_events() {
       if (report_pending_.exchange(false)) {
         LinkState st;
         std::error_code ec;
-        if (query_link(ifindex_, st, ec)) {
+        if (query_link(nl_fd_, ifindex_, st, ec)) {
           mtu_.store(st.mtu, std::memory_order_relaxed);
           up_ = st.up;
         }
@@ -531,6 +575,7 @@ void Tun::run_events() {
         if (errno == ENOBUFS) {  // the socket overflowed: messages were lost
           resync();
           if (closed_.load(std::memory_order_acquire)) return;
+          if (fds[0].fd != nl_fd_) break;  // moved: poll the new socket
           continue;
         }
         break;  // EAGAIN
@@ -538,6 +583,7 @@ void Tun::run_events() {
       if (from.nl_pid != 0) continue;  // only the kernel speaks for links
       handle_netlink(buf, static_cast<size_t>(r));
       if (closed_.load(std::memory_order_acquire)) return;
+      if (fds[0].fd != nl_fd_) break;  // the interface moved: poll the new socket
     }
   }
 }
@@ -551,10 +597,7 @@ void Tun::handle_netlink(const uint8_t* msg, size_t size) {
     if (ifi->ifi_index != ifindex_) continue;
 
     if (nh->nlmsg_type == RTM_DELLINK) {
-      // Always reported, even when already down: it is how users learn of the deletion.
-      up_ = false;
-      emit(tun::Event::down);
-      shutdown();
+      link_gone();
       return;
     }
     int mtu = mtu_.load(std::memory_order_relaxed);
@@ -569,13 +612,47 @@ void Tun::handle_netlink(const uint8_t* msg, size_t size) {
 void Tun::resync() {
   LinkState st;
   std::error_code ec;
-  if (query_link(ifindex_, st, ec)) {
+  if (query_link(nl_fd_, ifindex_, st, ec)) {
     apply(st);
   } else if (ec == std::errc::no_such_device) {
-    up_ = false;
-    emit(tun::Event::down);
-    shutdown();
+    link_gone();
   }
+}
+
+// The kernel tells the old namespace RTM_DELLINK both when the interface is deleted and
+// when it moves to another namespace (`ip link set wg0 netns other`, as the kernel's own
+// netns.sh does). The TUN descriptor tells them apart: a deleted interface has detached
+// it (TUNGETDEVNETNS fails, EBADFD), a moved one names its new namespace.
+void Tun::link_gone() {
+  if (follow_move()) return;
+  deleted_.store(true, std::memory_order_release);
+  // Always reported, even when already down: it is how users learn of the deletion.
+  up_ = false;
+  emit(tun::Event::down);
+  shutdown();
+}
+
+bool Tun::follow_move() {
+  UniqueFd netns;
+  ifreq ifr{};
+  {
+    std::shared_lock lock(io_mu_);
+    int fd = fd_.load(std::memory_order_relaxed);
+    if (fd < 0) return false;
+    netns = UniqueFd(::ioctl(fd, TUNGETDEVNETNS));
+    if (!netns || ::ioctl(fd, TUNGETIFF, &ifr) < 0) return false;
+  }
+  std::error_code ec;
+  UniqueFd nl = link_socket_in(netns.get(), ec);
+  // Subscribed before the queries, so no change after them is missed.
+  if (!nl || ::ioctl(nl.get(), SIOCGIFINDEX, &ifr) < 0) return false;
+  ::close(nl_fd_);
+  nl_fd_ = nl.release();
+  ifindex_.store(ifr.ifr_ifindex, std::memory_order_relaxed);
+  LinkState st;
+  if (!query_link(nl_fd_, ifindex_, st, ec)) return ec != std::errc::no_such_device;
+  apply(st);  // a move takes the interface down: the new namespace brings it up again
+  return true;
 }
 
 void Tun::apply(const LinkState& st) {

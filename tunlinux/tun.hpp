@@ -110,7 +110,11 @@ public:
   void close() override;
 
   const std::string& name() const { return name_; }
-  int ifindex() const { return ifindex_; }
+  // In the interface's current namespace (it may change when the interface moves).
+  int ifindex() const { return ifindex_.load(std::memory_order_relaxed); }
+  // The interface was deleted (not moved to another namespace, which the device follows:
+  // its events then come from there). Set before the last down event.
+  bool deleted() const { return deleted_.load(std::memory_order_acquire); }
   // The TUN descriptor, for handing to a child process (wg-tun's daemon mode); -1
   // after close().
   int fd() const { return fd_.load(std::memory_order_relaxed); }
@@ -137,8 +141,9 @@ private:
     int mtu = 0;
   };
 
-  // Flags and MTU of interface `ifindex`; ec = no_such_device once it is gone.
-  static bool query_link(int ifindex, LinkState& st, std::error_code& ec);
+  // Flags and MTU of interface `ifindex` in the namespace of the rtnetlink socket nl_fd;
+  // ec = no_such_device once it is gone.
+  static bool query_link(int nl_fd, int ifindex, LinkState& st, std::error_code& ec);
   static std::unique_ptr<Tun> open_events(int fd, std::string name, bool vnet_hdr, unsigned offloads,
                                           const Options& opts, std::error_code& ec);
 
@@ -166,22 +171,32 @@ private:
   // After lost messages (ENOBUFS): read the state with ioctls and report what changed.
   void resync();
   void apply(const LinkState& st);
+  // Our interface left the namespace of nl_fd_ (RTM_DELLINK, or gone on resync): follow
+  // it to its new namespace, or report the deletion and close.
+  void link_gone();
+  // Re-opens nl_fd_ in the interface's current namespace and reports its state there;
+  // false when the interface was deleted.
+  bool follow_move();
   void emit(tun::Event e);
   // close() minus joining the event thread (which may be the caller).
   void shutdown();
 
   // Never change after construction (fd_ only goes to -1 under io_mu_'s unique lock).
   const std::string name_;
-  const int ifindex_;
+  std::atomic<int> ifindex_;  // in the interface's current namespace; set by the event thread
   const bool vnet_hdr_;
   const unsigned offloads_;
-  const int nl_fd_, close_fd_, wake_fd_;  // close_fd_ is an eventfd that stays readable once closed
+  // The rtnetlink socket in the interface's namespace: replaced by the event thread when the
+  // interface moves to another one, closed by the destructor.
+  int nl_fd_;
+  const int close_fd_, wake_fd_;  // close_fd_ is an eventfd that stays readable once closed
   std::atomic<int> fd_;
 
   // read()/write() hold it shared while they use fd_; shutdown() takes it exclusively to
   // close fd_ once they have left.
   std::shared_mutex io_mu_;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> deleted_{false};
   std::atomic<int> mtu_{0};
   std::atomic<bool> tcp_gro_, udp_gro_;  // only ever go from true to false
   std::atomic<uint64_t> read_dropped_{0}, read_split_{0}, write_rejected_{0}, write_coalesced_{0};

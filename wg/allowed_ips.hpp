@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "wg/ip.hpp"
 
@@ -95,19 +98,36 @@ struct Ipv6Family {
 // of bits below that. A node without a value is a pure branch point and always has exactly
 // two children: removal re-establishes this, so the trie never holds more than 2n - 1 nodes
 // for n prefixes.
+//
+// As in the kernel's allowedips.c, every node with a value is also on its owner's list
+// (doubly linked through the nodes, headed in `owned_`), and every node knows its parent:
+// listing or removing one owner's prefixes visits only that owner's nodes, never the trie.
+//
+//            branch               owned_[A] -> n1 <-> n3
+//           /      \            owned_[B] -> n2
+//        n1:A     branch
+//                /      \   (every node also points to its parent)
+//              n2:B    n3:A
 template <class V, class Family>
 class RadixTrie {
 public:
   using Key = typename Family::Key;
 
+  RadixTrie() = default;
+  RadixTrie(const RadixTrie&) = delete;
+  RadixTrie& operator=(const RadixTrie&) = delete;
+  ~RadixTrie() { clear(); }
+
   // Returns true when the prefix is new, false when it replaced the owner of an existing one.
   bool insert(Key key, unsigned cidr, V v) {
     key = mask_key(key, cidr);
     std::unique_ptr<Node>* slot = &root_;
+    Node* parent = nullptr;
     for (;;) {
       Node* n = slot->get();
       if (!n) {
-        *slot = make_node(key, cidr, v);
+        *slot = make_node(key, cidr, parent);
+        own(slot->get(), v);
         ++size_;
         return true;
       }
@@ -115,10 +135,14 @@ public:
       if (common == n->cidr) {
         if (cidr == n->cidr) {  // same prefix
           bool added = n->value == V{};
-          n->value = v;
+          if (n->value != v) {
+            disown(n);
+            own(n, v);
+          }
           size_ += added;
           return added;
         }
+        parent = n;
         slot = &n->child[bit_at(key, n->cidr)];  // n covers the new prefix: descend
         continue;
       }
@@ -126,12 +150,15 @@ public:
       // new branch node at the first bit where they differ.
       std::unique_ptr<Node> old = std::move(*slot);
       if (common == cidr) {
-        *slot = make_node(key, cidr, v);
-        (*slot)->child[bit_at(old->key, cidr)] = std::move(old);
+        *slot = make_node(key, cidr, parent);
+        own(slot->get(), v);
+        adopt(**slot, std::move(old));
       } else {
-        auto branch = make_node(mask_key(key, common), common, V{});
-        branch->child[bit_at(key, common)] = make_node(key, cidr, v);
-        branch->child[bit_at(old->key, common)] = std::move(old);
+        auto branch = make_node(mask_key(key, common), common, parent);
+        auto leaf = make_node(key, cidr, nullptr);
+        own(leaf.get(), v);
+        adopt(*branch, std::move(leaf));
+        adopt(*branch, std::move(old));
         *slot = std::move(branch);
       }
       ++size_;
@@ -151,88 +178,178 @@ public:
   }
 
   bool remove(Key key, unsigned cidr, V v) {
-    return remove_at(root_, mask_key(key, cidr), cidr, v);
+    key = mask_key(key, cidr);
+    Node* n = root_.get();
+    while (n && n->cidr < cidr && first_diff(key, n->key) >= n->cidr) n = n->child[bit_at(key, n->cidr)].get();
+    if (!n || n->cidr != cidr || n->key != key || n->value != v) return false;
+    disown(n);
+    --size_;
+    collapse(n);
+    return true;
   }
 
-  void remove_by_peer(V v) { remove_by_peer_at(root_, v); }
+  // Costs what v owns: its list, each node unlinked and the trie repaired around it.
+  void remove_by_peer(V v) {
+    auto it = owned_.find(v);
+    if (it == owned_.end()) return;
+    Node* n = it->second;
+    owned_.erase(it);
+    while (n) {
+      Node* next = n->next_owned;
+      n->value = V{};
+      n->prev_owned = n->next_owned = nullptr;
+      --size_;
+      collapse(n);  // frees n and at most its valueless parent, never a listed node
+      n = next;
+    }
+  }
 
+  // f(IpPrefix) for each prefix of v, in address order (a prefix before those it contains).
   template <class F>
   void for_each(V v, F& f) const {
-    for_each_at(root_.get(), v, f);
+    auto it = owned_.find(v);
+    if (it == owned_.end()) return;
+    const Node* head = it->second;
+    if (!head->next_owned) {  // the common case: one prefix, nothing to sort
+      f(prefix_of(*head));
+      return;
+    }
+    std::vector<const Node*> nodes;
+    for (const Node* n = head; n; n = n->next_owned) nodes.push_back(n);
+    std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) {
+      return a->key != b->key ? less(a->key, b->key) : a->cidr < b->cidr;
+    });
+    for (const Node* n : nodes) f(prefix_of(*n));
   }
 
   void clear() {
-    root_.reset();
+    // Iteratively: a deep trie (up to kBits levels) must not recurse in destructors.
+    std::vector<std::unique_ptr<Node>> stack;
+    if (root_) stack.push_back(std::move(root_));
+    while (!stack.empty()) {
+      auto n = std::move(stack.back());
+      stack.pop_back();
+      for (auto& c : n->child)
+        if (c) stack.push_back(std::move(c));
+    }
+    owned_.clear();
     size_ = 0;
   }
 
   size_t size() const { return size_; }
   size_t node_count() const { return count_at(root_.get()); }
+  // Owners with at least one prefix.
+  size_t owner_count() const { return owned_.size(); }
+
+  // Debugging and tests: every structural invariant holds (parents, branch nodes with two
+  // children, keys masked and on their parent's side, each owner's list exactly its nodes).
+  bool check() const {
+    size_t valued = 0;
+    if (root_ && root_->parent) return false;
+    if (!check_at(root_.get(), valued)) return false;
+    size_t listed = 0;
+    for (auto& [v, head] : owned_) {
+      if (!head || head->prev_owned) return false;
+      for (const Node* n = head; n; n = n->next_owned) {
+        if (n->value != v || (n->next_owned && n->next_owned->prev_owned != n)) return false;
+        ++listed;
+      }
+    }
+    return valued == size_ && listed == size_;
+  }
 
 private:
   struct Node {
     Key key{};
     uint8_t cidr = 0;
     V value{};
+    Node* parent = nullptr;
     std::unique_ptr<Node> child[2];
+    Node* prev_owned = nullptr;  // the owner's list; null on both ends and without a value
+    Node* next_owned = nullptr;
   };
 
-  static std::unique_ptr<Node> make_node(const Key& key, unsigned cidr, V v) {
+  static std::unique_ptr<Node> make_node(const Key& key, unsigned cidr, Node* parent) {
     auto n = std::make_unique<Node>();
     n->key = key;
     n->cidr = static_cast<uint8_t>(cidr);
-    n->value = v;
+    n->parent = parent;
     return n;
   }
 
-  // Restores the invariant at `slot` after its node lost its value or a child: a valueless
-  // node with one child is replaced by that child (whose key already says where it sits),
-  // one with none disappears.
-  static void compress(std::unique_ptr<Node>& slot) {
-    Node* n = slot.get();
-    if (!n || n->value != V{} || (n->child[0] && n->child[1])) return;
-    std::unique_ptr<Node> only = std::move(n->child[0] ? n->child[0] : n->child[1]);
-    slot = std::move(only);
+  // Hangs c below p on the side its key says.
+  static void adopt(Node& p, std::unique_ptr<Node> c) {
+    c->parent = &p;
+    p.child[bit_at(c->key, p.cidr)] = std::move(c);
   }
 
-  bool remove_at(std::unique_ptr<Node>& slot, const Key& key, unsigned cidr, V v) {
-    Node* n = slot.get();
-    if (!n || n->cidr > cidr || first_diff(key, n->key) < n->cidr) return false;
-    if (n->cidr < cidr) {
-      if (!remove_at(n->child[bit_at(key, n->cidr)], key, cidr, v)) return false;
-    } else {
-      if (n->value != v) return false;
-      n->value = V{};
-      --size_;
+  static bool less(const Key& a, const Key& b) {
+    if constexpr (std::is_same_v<Key, Key128>) return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+    else return a < b;
+  }
+
+  static IpPrefix prefix_of(const Node& n) {
+    IpPrefix p;
+    p.addr.family = Family::kFamily;
+    Family::store(n.key, p.addr.bytes.data());
+    p.bits = n.cidr;
+    return p;
+  }
+
+  // Gives the valueless node n to v, at the head of v's list.
+  void own(Node* n, V v) {
+    n->value = v;
+    auto [it, fresh] = owned_.try_emplace(v, n);
+    if (!fresh) {
+      n->next_owned = it->second;
+      it->second->prev_owned = n;
+      it->second = n;
     }
-    compress(slot);
+  }
+
+  // Takes n (which has a value) off its owner's list and clears its value.
+  void disown(Node* n) {
+    if (n->value == V{}) return;
+    if (n->prev_owned) n->prev_owned->next_owned = n->next_owned;
+    else if (n->next_owned) owned_[n->value] = n->next_owned;
+    else owned_.erase(n->value);
+    if (n->next_owned) n->next_owned->prev_owned = n->prev_owned;
+    n->prev_owned = n->next_owned = nullptr;
+    n->value = V{};
+  }
+
+  std::unique_ptr<Node>& slot_of(Node* n) {
+    return n->parent ? n->parent->child[bit_at(n->key, n->parent->cidr)] : root_;
+  }
+
+  // Restores the invariant at n after it lost its value or a child: a valueless node with
+  // one child is replaced by that child (whose key already says where it sits), one with
+  // none disappears, and then its parent may be a valueless node with one child.
+  void collapse(Node* n) {
+    while (n && n->value == V{} && !(n->child[0] && n->child[1])) {
+      Node* parent = n->parent;
+      bool leaf = !n->child[0] && !n->child[1];
+      std::unique_ptr<Node> only = std::move(n->child[0] ? n->child[0] : n->child[1]);
+      if (only) only->parent = parent;
+      slot_of(n) = std::move(only);  // frees n
+      n = leaf ? parent : nullptr;   // a replaced node leaves its parent with two children
+    }
+  }
+
+  bool check_at(const Node* n, size_t& valued) const {
+    if (!n) return true;
+    if (n->cidr > Family::kBits || !(mask_key(n->key, n->cidr) == n->key)) return false;
+    if (n->value != V{}) ++valued;
+    else if (!n->child[0] || !n->child[1] || n->prev_owned || n->next_owned) return false;
+    for (unsigned side = 0; side < 2; ++side) {
+      const Node* c = n->child[side].get();
+      if (!c) continue;
+      if (c->parent != n || c->cidr <= n->cidr || first_diff(c->key, n->key) < n->cidr ||
+          bit_at(c->key, n->cidr) != side)
+        return false;
+      if (!check_at(c, valued)) return false;
+    }
     return true;
-  }
-
-  void remove_by_peer_at(std::unique_ptr<Node>& slot, V v) {
-    Node* n = slot.get();
-    if (!n) return;
-    remove_by_peer_at(n->child[0], v);
-    remove_by_peer_at(n->child[1], v);
-    if (n->value == v) {
-      n->value = V{};
-      --size_;
-    }
-    compress(slot);
-  }
-
-  template <class F>
-  static void for_each_at(const Node* n, V v, F& f) {
-    if (!n) return;
-    if (n->value == v) {
-      IpPrefix p;
-      p.addr.family = Family::kFamily;
-      Family::store(n->key, p.addr.bytes.data());
-      p.bits = n->cidr;
-      f(p);
-    }
-    for_each_at(n->child[0].get(), v, f);
-    for_each_at(n->child[1].get(), v, f);
   }
 
   static size_t count_at(const Node* n) {
@@ -240,6 +357,7 @@ private:
   }
 
   std::unique_ptr<Node> root_;
+  std::unordered_map<V, Node*> owned_;  // the head of each owner's list
   size_t size_ = 0;
 };
 
@@ -255,8 +373,9 @@ private:
 // lookups on the data path, exclusive for configuration changes.
 //
 // Cost: lookup walks at most one node per distinct prefix length on the path (<= 33 / 129),
-// with no allocation. insert/remove are O(key width). remove_by_peer and for_each visit the
-// whole table (O(nodes)); they are configuration-time operations.
+// with no allocation. insert/remove are O(key width). remove_by_peer and for_each cost what
+// the peer owns (each owner's nodes are on a list, as in the kernel), plus a hash lookup; so
+// replacing one peer's prefixes among 65,536 peers costs no more than among ten.
 template <class V>
 class AllowedIps {
 public:
@@ -313,6 +432,9 @@ public:
 
   // Debugging: trie nodes in use, including branch nodes (at most 2 * size() - 1 per family).
   size_t node_count() const { return v4_.node_count() + v6_.node_count(); }
+
+  // Tests: the tries' structure and the per-peer lists agree (O(nodes)).
+  bool check() const { return v4_.check() && v6_.check(); }
 
 private:
   using Ipv4 = detail::Ipv4Family;

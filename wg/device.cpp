@@ -135,41 +135,33 @@ void Device::down() {
 
 // --- configuration ---
 
+// As the kernel does (netlink.c set_device): a peer with our new public key goes first;
+// then every peer's static-static secret is recomputed (lazily, at its next initiation)
+// and its sessions expire, so the next packet handshakes under the new key at once
+// instead of riding the old session until it ages out.
 void Device::set_private_key(const std::optional<PrivateKey>& key) {
+  std::optional<noise::Identity> id;
+  if (key) id = noise::Identity::from_private(*key);
+  {
+    std::shared_lock lock(config_mu_);
+    if ((!key && !identity_) || (key && identity_ && identity_->private_key == *key)) return;
+  }
+  if (id) remove_peer(id->public_key);  // a peer cannot be ourselves
   std::vector<PeerPtr> renew;
   {
     std::unique_lock lock(config_mu_);
-    if ((!key && !identity_) || (key && identity_ && identity_->private_key == *key)) return;
-    if (key) {
-      identity_ = noise::Identity::from_private(*key);
-      // A peer cannot be ourselves.
-      if (auto it = peers_.find(identity_->public_key); it != peers_.end()) {
-        auto self = it->second;
-        lock.unlock();
-        remove_peer(self->public_key());
-        lock.lock();
-      }
-      cookie_checker_.init(identity_->public_key);
-    } else {
-      identity_.reset();
-    }
+    identity_ = std::move(id);
+    if (identity_) cookie_checker_.init(identity_->public_key);  // mac1/cookie keys from our public key
+    renew.reserve(peers_.size());
     for (auto& [k, p] : peers_) {
       std::lock_guard hl(p->handshake_mu_);
-      if (identity_) p->handshake_.set_keys(*identity_);
-      else p->handshake_.precomputed_static_static.clear();
-      p->handshake_.clear();
+      p->handshake_.invalidate_keys();
       renew.push_back(p);
     }
   }
-  // Sessions under the old key are void: expire them and handshake again at once.
   for (auto& p : renew) {
-    bool had_session;
-    {
-      std::lock_guard kl(p->keypairs_mu_);
-      had_session = p->current_ != nullptr;
-    }
-    expire_keypairs(*p);
-    if (had_session && key && up_) send_initiation(*p, false);
+    expire_current_keypairs(*p);
+    send_staged(*p);  // packets waiting for a session (if any) start the handshake
   }
 }
 
@@ -218,8 +210,7 @@ PeerPtr Device::add_peer(const PublicKey& key) {
   std::unique_lock lock(config_mu_);
   if (identity_ && identity_->public_key == key) return nullptr;
   if (auto it = peers_.find(key); it != peers_.end()) return it->second;
-  auto p = std::make_shared<Peer>(*this, key);
-  if (identity_) p->handshake_.set_keys(*identity_);
+  auto p = std::make_shared<Peer>(*this, key);  // static-static DH: at its first initiation
   peers_.emplace(key, p);
   return p;
 }
@@ -264,8 +255,14 @@ std::vector<PeerPtr> Device::peers() const {
 }
 
 void Device::set_preshared_key(Peer& p, const PresharedKey& psk) {
-  std::lock_guard lock(p.handshake_mu_);
-  p.handshake_.preshared_key = psk;
+  {
+    std::lock_guard lock(p.handshake_mu_);
+    if (p.handshake_.preshared_key == psk) return;  // wg setconf repeats it: keep the session
+    p.handshake_.preshared_key = psk;
+  }
+  // Sessions derived with the old key stop sending; the next packet handshakes with the new.
+  expire_current_keypairs(p);
+  send_staged(p);
 }
 
 PresharedKey Device::preshared_key(Peer& p) {
@@ -361,6 +358,16 @@ void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initi
     if (*d) index_table_.remove((*d)->local_index);
 }
 
+void Device::expire_current_keypairs(Peer& p) {
+  {
+    std::lock_guard hl(p.handshake_mu_);
+    if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
+    p.handshake_.clear();
+    p.last_sent_handshake_.reset();  // REKEY_TIMEOUT must not hold back the next initiation
+  }
+  expire_keypairs(p);
+}
+
 void Device::expire_keypairs(Peer& p) {
   // Mark them unusable for sending; they still decrypt packets in flight.
   std::lock_guard lock(p.keypairs_mu_);
@@ -443,7 +450,24 @@ void Device::poke_timers() {
   timer_cv_.notify_one();
 }
 
-void Device::poke_timers_before(std::optional<TimePoint> deadline) {
+void Device::list_for_timers(Peer& p) {
+  if (!p.timer_listed_.exchange(true)) timer_peers_.push_back(p.shared_from_this());
+}
+
+void Device::poke_timers(Peer& p) {
+  {
+    std::lock_guard lock(timer_mu_);
+    list_for_timers(p);
+    timer_poked_ = true;
+  }
+  timer_cv_.notify_one();
+}
+
+void Device::poke_timers_before(Peer& p, std::optional<TimePoint> deadline) {
+  if (!p.timer_listed_.load()) {
+    std::lock_guard lock(timer_mu_);
+    list_for_timers(p);
+  }
   if (deadline && deadline->time_since_epoch().count() < timer_wake_at_.load()) poke_timers();
 }
 
@@ -455,13 +479,23 @@ void Device::timer_loop() {
     // deadlines armed without a poke are never late by more than that).
     auto now = Clock::now();
     TimePoint wake = now + 1s;
+    // Only peers with armed timers; peers listed while we scan wait in timer_peers_.
+    std::vector<PeerPtr> scan, keep;
+    scan.swap(timer_peers_);
     lock.unlock();
-    for (auto& p : peers()) {
+    keep.reserve(scan.size());
+    for (auto& p : scan) {
       TimerActions a;
       {
         std::lock_guard tl(p->timers_mu_);
         a = p->timers_.tick(now);
-        if (auto d = p->timers_.next_deadline()) wake = std::min(wake, *d);
+        auto d = p->timers_.next_deadline();
+        if (d && !p->removed_) {
+          wake = std::min(wake, *d);
+          keep.push_back(p);
+        } else {
+          p->timer_listed_ = false;  // whoever arms next lists it again
+        }
       }
       if (!a.any() || p->removed_ || !up_) continue;
       if (a.clear_source) {
@@ -478,6 +512,7 @@ void Device::timer_loop() {
       if (a.send_keepalive) send_keepalive(*p);
     }
     lock.lock();
+    timer_peers_.insert(timer_peers_.end(), keep.begin(), keep.end());
     timer_wake_at_.store(wake.time_since_epoch().count());
     timer_cv_.wait_until(lock, wake, [&] { return timer_poked_ || closing_.load(); });
     timer_poked_ = false;

@@ -137,12 +137,20 @@ private:
   static constexpr size_t kInlineBatch = 4;  // inline_batch on machines with more than 2 cores
   void timer_loop();
   void poke_timers();
-  // Pokes the timer thread only if DEADLINE is earlier than the wake-up it sleeps
-  // toward: the data path arms timers on every packet, and a thread wake-up per
+  // After p's timers were armed: puts p on the timer thread's list (only peers with an
+  // armed timer are scanned, so 65,536 idle peers cost the thread nothing) and wakes it.
+  void poke_timers(Peer& p);
+  // The same, but wakes the thread only if DEADLINE is earlier than the wake-up it
+  // sleeps toward: the data path arms timers on every packet, and a thread wake-up per
   // packet costs more than the packet.
-  void poke_timers_before(std::optional<TimePoint> deadline);
+  void poke_timers_before(Peer& p, std::optional<TimePoint> deadline);
+  void list_for_timers(Peer& p);  // timer_mu_ held
   void install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator);
   void expire_keypairs(Peer& p);
+  // After a key change (ours or the peer's preshared key), as the kernel's
+  // wg_noise_expire_current_peer_keypairs: the handshake under way is forgotten, the
+  // REKEY_TIMEOUT guard reset and the sessions expired, so the next packet handshakes.
+  void expire_current_keypairs(Peer& p);
   void zero_peer_keys(Peer& p);
   void clear_staged(Peer& p);
   std::error_code open_bind_locked();
@@ -192,6 +200,9 @@ private:
   std::mutex timer_mu_;
   std::condition_variable timer_cv_;
   bool timer_poked_ = false;
+  // Peers whose timers may be armed (Peer::timer_listed_ says which are on it); the
+  // timer thread drops those it finds with none.
+  std::vector<PeerPtr> timer_peers_;
   // When the timer thread will next wake on its own (steady clock ticks); the maximum
   // while it is scanning peers, so that every deadline armed meanwhile pokes it.
   std::atomic<Clock::rep> timer_wake_at_{std::numeric_limits<Clock::rep>::max()};

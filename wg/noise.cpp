@@ -64,6 +64,12 @@ void Handshake::set_keys(const Identity& local) {
   auto ss = crypto::x25519(local.private_key, remote_static);
   if (ss) precomputed_static_static = *ss;
   else precomputed_static_static.clear();
+  static_static_stale = false;
+}
+
+void Handshake::invalidate_keys() {
+  precomputed_static_static.clear();
+  static_static_stale = true;
 }
 
 void Handshake::clear() {
@@ -78,6 +84,7 @@ void Handshake::clear() {
 
 bool create_initiation(Handshake& hs, const Identity& local, const PrivateKey& ephemeral,
                        const Tai64n& timestamp, uint32_t sender_index, MessageInitiation& out) {
+  if (hs.static_static_stale) hs.set_keys(local);
   if (hs.precomputed_static_static.is_zero()) return false;
   std::memcpy(hs.hash, initial().hash, kHashLen);
   std::memcpy(hs.chaining_key.data(), initial().chaining_key, kHashLen);

@@ -35,6 +35,10 @@ struct Handshake {
   PresharedKey preshared_key;
   // Derived from our private key and remote_static; all zero means no handshake possible.
   SymmetricKey precomputed_static_static;
+  // precomputed_static_static is not computed yet for the current local key: the first
+  // create_initiation does it (one X25519 each, so adding 65,536 peers does not cost
+  // 65,536 of them up front, under the device's configuration lock).
+  bool static_static_stale = true;
 
   State state = State::zeroed;
   uint8_t hash[kHashLen] = {};
@@ -48,6 +52,9 @@ struct Handshake {
 
   // Recomputes precomputed_static_static after the local key or remote_static changed.
   void set_keys(const Identity& local);
+  // Forgets precomputed_static_static (the local key changed or went); the next
+  // create_initiation recomputes it from the key it is given.
+  void invalidate_keys();
   // Forgets the ephemeral state (not the static keys nor the replay timestamp).
   void clear();
 };

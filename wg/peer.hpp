@@ -72,6 +72,9 @@ public:
   bool flushing_in_ = false;
 
   std::atomic<bool> removed_{false};
+  // On the device's timer list. Cleared only under timers_mu_ by the timer thread when it
+  // finds nothing armed; set by whoever arms a timer, after arming it.
+  std::atomic<bool> timer_listed_{false};
 
 private:
   Device& device_;

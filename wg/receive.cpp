@@ -253,9 +253,9 @@ void Device::flush_inbound(Peer& p, Batch* done) {
       }
       if (rekey) send_initiation(p, false);
       if (confirmed)
-        poke_timers();
+        poke_timers(p);
       else
-        poke_timers_before(deadline);
+        poke_timers_before(p, deadline);
     }
     if (m > 0) {
       std::error_code ec;
@@ -380,7 +380,7 @@ void Device::consume_initiation_message(HandshakeJob& job) {
     p->timers_.session_derived(now);
     p->timers_.any_authenticated_packet_sent(now);
   }
-  poke_timers();
+  poke_timers(*p);
 }
 
 void Device::consume_response_message(HandshakeJob& job) {
@@ -426,7 +426,7 @@ void Device::consume_response_message(HandshakeJob& job) {
   log::event("{}: handshake completed (initiator)", peer_name(*p));
   // Confirm the session to the responder: staged data, or a keepalive.
   send_keepalive(*p);
-  poke_timers();
+  poke_timers(*p);
 }
 
 void Device::consume_cookie_reply(HandshakeJob& job) {

@@ -231,7 +231,7 @@ void Device::flush_outbound(Peer& p, Batch* done) {
         if (data) p.timers_.data_sent(now);
         deadline = p.timers_.next_deadline();
       }
-      poke_timers_before(deadline);
+      poke_timers_before(p, deadline);
     }
     buffers_.give(b->bufs.data(), b->count);
     batches_.give(b);
@@ -294,7 +294,7 @@ void Device::send_initiation(Peer& p, bool retry) {
     p.timers_.any_authenticated_packet_sent(now);
     p.timers_.any_authenticated_packet_traversal(now);
   }
-  poke_timers();
+  poke_timers(p);
 }
 
 }  // namespace wg

@@ -198,11 +198,28 @@ private:
 
 std::string get(Device& dev) {
   std::string out;
+  get(dev, [&](std::string_view piece) {
+    out.append(piece);
+    return true;
+  });
+  return out;
+}
+
+bool get(Device& dev, const std::function<bool(std::string_view)>& sink) {
+  constexpr size_t kPiece = 64 * 1024;
+  std::string out;
+  out.reserve(kPiece + 4096);
   auto add = [&](std::string_view k, const std::string& v) {
     out.append(k);
     out.push_back('=');
     out.append(v);
     out.push_back('\n');
+  };
+  auto flush = [&] {
+    bool ok = out.empty() || sink(out);
+    secure_wipe(out.data(), out.size());
+    out.clear();
+    return ok;
   };
   if (auto k = dev.private_key()) {
     std::string hex = k->to_hex();
@@ -232,8 +249,9 @@ std::string get(Device& dev) {
     add("rx_bytes", std::to_string(p->stats_.rx_bytes.load()));
     add("persistent_keepalive_interval", std::to_string(dev.persistent_keepalive(*p)));
     for (auto& prefix : dev.allowed_ips(*p)) add("allowed_ip", prefix.to_string());
+    if (out.size() >= kPiece && !flush()) return false;
   }
-  return out;
+  return flush();
 }
 
 int set(Device& dev, std::string_view lines, std::string* error) {
@@ -266,11 +284,9 @@ void serve(Device& dev, int fd) {
         write_all(fd, "errno=" + std::to_string(kErrorProtocol) + "\n\n");
         return;
       }
-      std::string body = get(dev);
-      body += "errno=0\n\n";
-      bool ok = write_all(fd, body);
-      secure_wipe(body.data(), body.size());
-      if (!ok) return;
+      // Written as it is formatted: a client that hangs up stops the dump at once.
+      bool ok = get(dev, [fd](std::string_view piece) { return write_all(fd, piece); });
+      if (!ok || !write_all(fd, "errno=0\n\n")) return;
     } else if (line == "set=1") {
       std::string request;
       bool ended = false;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <istream>
 #include <mutex>
@@ -22,6 +23,11 @@ inline constexpr int kErrorPortInUse = -98;  // -EADDRINUSE
 
 // The body of a `get=1` reply (without the trailing errno line).
 std::string get(Device& dev);
+// The same body in pieces of about 64 KiB, each handed to `sink` as soon as it is
+// formatted (and wiped after: it may hold keys). Stops at the first piece sink refuses
+// (returns false), so a client that hangs up mid-dump stops costing CPU at once. Returns
+// whether every piece was taken.
+bool get(Device& dev, const std::function<bool(std::string_view)>& sink);
 
 // Applies the lines of a `set=1` request (without the `set=1` line and the final blank
 // line). Returns 0 or a negative error code; lines before an error stay applied, as in

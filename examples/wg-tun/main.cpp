@@ -223,7 +223,8 @@ int main(int argc, char** argv) {
         break;
       case tun::Event::down:
         device.down();
-        if (if_nametoindex(name.c_str()) == 0) kill(getpid(), SIGUSR1);
+        // Deleted, not moved to another namespace (the device follows a move).
+        if (tun->deleted()) kill(getpid(), SIGUSR1);
         else wg::log::event("interface {} is down", name);
         break;
       case tun::Event::mtu_changed:

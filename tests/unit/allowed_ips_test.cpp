@@ -266,6 +266,7 @@ TEST_CASE("allowed_ips: host bits are cleared on insert and remove", "[allowed_i
   CHECK(t.remove(prefix("fd00:1:c234::/33"), &a));
   CHECK(t.size() == 0);
   CHECK(t.node_count() == 0);
+  CHECK(t.check());
 }
 
 TEST_CASE("allowed_ips: remove takes out one prefix, only for its owner", "[allowed_ips]") {
@@ -320,6 +321,7 @@ TEST_CASE("allowed_ips: remove_by_peer drops all of a peer's prefixes", "[allowe
   for (FakePeer* p : {&b, &c, &d, &e, &f, &g, &h}) t.remove_by_peer(p);
   CHECK(t.size() == 0);
   CHECK(t.node_count() == 0);
+  CHECK(t.check());
 }
 
 TEST_CASE("allowed_ips: IPv4 and IPv6 never mix", "[allowed_ips]") {
@@ -372,6 +374,135 @@ TEST_CASE("allowed_ips: for_each lists a peer's prefixes in address order", "[al
                                                        "fd00::/64"});
   CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.1.0.0/16"});
   CHECK(prefixes_of(t, &c).empty());
+}
+
+// --- the per-peer lists (each peer's nodes, so listing and removal cost what it owns) ---
+
+TEST_CASE("allowed_ips: per-peer lists follow insert, takeover and remove", "[allowed_ips]") {
+  AllowedIps<FakePeer*> t;
+  t.insert(prefix("10.0.0.0/8"), &a);
+  t.insert(prefix("10.1.0.0/16"), &a);
+  t.insert(prefix("fd00:19::1/128"), &a);
+  t.insert(prefix("10.1.0.0/24"), &b);
+  REQUIRE(t.check());
+  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"10.0.0.0/8", "10.1.0.0/16", "fd00:19::1/128"});
+  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.1.0.0/24"});
+
+  SECTION("re-inserting for the same peer changes nothing") {
+    t.insert(prefix("10.1.0.0/16"), &a);
+    CHECK(t.check());
+    CHECK(t.size() == 4);
+    CHECK(prefixes_of(t, &a).size() == 3);
+  }
+  SECTION("a takeover moves the prefix from one list to the other") {
+    t.insert(prefix("10.1.0.0/16"), &b);
+    REQUIRE(t.check());
+    CHECK(prefixes_of(t, &a) == std::vector<std::string>{"10.0.0.0/8", "fd00:19::1/128"});
+    CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.1.0.0/16", "10.1.0.0/24"});
+    t.remove_by_peer(&a);  // must not take the prefix a no longer owns
+    CHECK(t.lookup(address("10.1.5.5")) == &b);
+    CHECK(t.lookup(address("10.2.0.0")) == nullptr);
+    CHECK(t.check());
+  }
+  SECTION("taking over a peer's only prefix empties its list") {
+    t.insert(prefix("10.1.0.0/24"), &a);
+    REQUIRE(t.check());
+    CHECK(prefixes_of(t, &b).empty());
+    t.remove_by_peer(&b);
+    CHECK(t.size() == 4);
+    CHECK(t.lookup(address("10.1.0.9")) == &a);
+  }
+  SECTION("removing the head, the middle and the tail of a list") {
+    for (const char* p : {"fd00:19::1/128", "10.0.0.0/8", "10.1.0.0/16"}) {
+      INFO(p);
+      REQUIRE(t.remove(prefix(p), &a));
+      REQUIRE(t.check());
+    }
+    CHECK(prefixes_of(t, &a).empty());
+    CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.1.0.0/24"});
+    CHECK(t.node_count() == 1);
+  }
+  SECTION("a wrong owner removes nothing") {
+    CHECK_FALSE(t.remove(prefix("10.1.0.0/24"), &a));
+    CHECK_FALSE(t.remove(prefix("10.1.0.0/23"), &b));  // not present at all
+    CHECK(t.check());
+    CHECK(t.size() == 4);
+  }
+}
+
+TEST_CASE("allowed_ips: removing nodes keeps the other peers' lists right", "[allowed_ips]") {
+  // Removal rebuilds the trie around the removed node: a valueless parent left with one
+  // child is replaced by that child, which moves up a level; the moved node must stay on
+  // its owner's list and keep a correct parent.
+  //
+  //   10.0.0.0/8 (a) ─┬─ branch 10.0.0.0/15 ─┬─ 10.0.0.0/16 (b)
+  //                   │                      └─ 10.1.0.0/16 (c) ── 10.1.1.0/24 (a)
+  //                   └─ 10.128.0.0/9 (b)
+  AllowedIps<FakePeer*> t;
+  insert_all(t, {{"10.0.0.0/8", &a}, {"10.0.0.0/16", &b}, {"10.1.0.0/16", &c},
+                 {"10.1.1.0/24", &a}, {"10.128.0.0/9", &b}});
+  REQUIRE(t.check());
+  REQUIRE(t.node_count() == 6);
+
+  t.remove(prefix("10.0.0.0/16"), &b);  // the branch goes, 10.1.0.0/16 moves up under /8
+  REQUIRE(t.check());
+  CHECK(t.node_count() == 4);
+  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.128.0.0/9"});
+  CHECK(prefixes_of(t, &c) == std::vector<std::string>{"10.1.0.0/16"});
+
+  t.remove_by_peer(&c);  // a valued node with one child becomes a branch-free chain
+  REQUIRE(t.check());
+  CHECK(t.node_count() == 3);
+  CHECK(t.lookup(address("10.1.1.1")) == &a);
+  CHECK(t.lookup(address("10.1.2.1")) == &a);  // the /8
+
+  t.remove_by_peer(&a);  // the root and a leaf: only b's /9 is left, as the root
+  REQUIRE(t.check());
+  CHECK(t.node_count() == 1);
+  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.128.0.0/9"});
+  CHECK(t.lookup(address("10.200.0.1")) == &b);
+  CHECK(t.lookup(address("10.1.1.1")) == nullptr);
+
+  // Re-insert after collapse: lists and parents still consistent.
+  insert_all(t, {{"10.0.0.0/8", &c}, {"10.255.0.0/16", &a}});
+  REQUIRE(t.check());
+  t.remove_by_peer(&b);
+  REQUIRE(t.check());
+  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"10.255.0.0/16"});
+  CHECK(t.lookup(address("10.255.1.1")) == &a);
+  CHECK(t.lookup(address("10.200.0.1")) == &c);
+}
+
+TEST_CASE("allowed_ips: 65,536 peers with one /128 each, replaced one by one", "[allowed_ips]") {
+  // wg setconf at scale: every peer's allowed IPs replaced (remove_by_peer, insert).
+  constexpr int kPeers = 65536;
+  AllowedIps<int> t;
+  std::mt19937_64 rng(19);
+  auto host = [&] {
+    IpPrefix p = prefix("fd00:19::/128");
+    uint64_t r = rng();
+    for (int k = 0; k < 8; ++k) p.addr.bytes[8 + k] = static_cast<uint8_t>(r >> (8 * k));
+    return p;
+  };
+  std::vector<IpPrefix> hosts;
+  for (int i = 0; i < kPeers; ++i) hosts.push_back(host());
+  for (int i = 0; i < kPeers; ++i) t.insert(hosts[i], i + 1);
+  for (int i = 0; i < kPeers; ++i) {
+    t.remove_by_peer(i + 1);
+    t.insert(hosts[i], i + 1);
+  }
+  REQUIRE(t.check());
+  CHECK(t.size() == static_cast<size_t>(kPeers));
+  for (int i : {0, 1, kPeers / 2, kPeers - 1}) {
+    CHECK(t.lookup(hosts[i].addr) == i + 1);
+    CHECK(prefixes_of(t, i + 1) == std::vector<std::string>{hosts[i].to_string()});
+  }
+  for (int i = 0; i < kPeers; i += 2) t.remove_by_peer(i + 1);
+  REQUIRE(t.check());
+  CHECK(t.size() == static_cast<size_t>(kPeers / 2));
+  CHECK(t.node_count() <= 2 * t.size());
+  CHECK(t.lookup(hosts[0].addr) == 0);
+  CHECK(t.lookup(hosts[1].addr) == 2);
 }
 
 TEST_CASE("allowed_ips: removing everything leaves no nodes", "[allowed_ips]") {
@@ -618,6 +749,7 @@ TEST_CASE("allowed_ips: randomized against a naive table", "[allowed_ips]") {
     INFO("round " << round);
     REQUIRE(t.size() == ref.entries().size());
     REQUIRE(t.node_count() <= 2 * t.size());
+    REQUIRE(t.check());  // parents, branch nodes and every peer's list
 
     for (int i = 0; i < kLookupsPerRound; i += 2) {
       IpAddress v4 = fz.random_query(4, ref);
@@ -627,8 +759,7 @@ TEST_CASE("allowed_ips: randomized against a naive table", "[allowed_ips]") {
     }
     REQUIRE(mismatches == 0);
 
-    for (int i = 0; i < 20; ++i) {
-      int peer = random_peer();
+    for (int peer = 1; peer <= kPeers; ++peer) {
       std::vector<std::string> got;
       t.for_each(peer, [&](const IpPrefix& p) { got.push_back(p.to_string()); });
       std::sort(got.begin(), got.end());
@@ -667,4 +798,5 @@ TEST_CASE("allowed_ips: randomized against a naive table", "[allowed_ips]") {
   for (const auto& entry : rest) REQUIRE(t.remove(entry.prefix, entry.peer));
   CHECK(t.size() == 0);
   CHECK(t.node_count() == 0);
+  CHECK(t.check());
 }

@@ -2,6 +2,7 @@
 // transfer both ways, reconfiguration while traffic flows.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -290,4 +291,34 @@ TEST_CASE("device: malformed UAPI lines get errno replies and change nothing aft
     n.dev.remove_all_peers();
     CHECK(uapi::get(n.dev) == before);
   }
+}
+
+TEST_CASE("device: a UAPI dump stops at the first piece the client does not take", "[device][uapi]") {
+  // 4,000 peers make a dump of several 64 KiB pieces; a sink that fails (the client hung
+  // up) must end the formatting at once, and a sink that takes everything gets what the
+  // one-string form returns.
+  conn::MemoryNetwork net;
+  Node n(net);
+  std::string request;
+  for (int i = 0; i < 4000; ++i) {
+    char line[160];
+    std::snprintf(line, sizeof line, "public_key=%04x%059d1\nallowed_ip=fd00:19::%x/128\n", i, 0, i + 16);
+    request += line;
+  }
+  REQUIRE(uapi::set(n.dev, request) == 0);
+  std::string whole = uapi::get(n.dev);
+  REQUIRE(whole.size() > 3 * 64 * 1024);
+
+  int calls = 0;
+  CHECK_FALSE(uapi::get(n.dev, [&](std::string_view) { return ++calls, false; }));
+  CHECK(calls == 1);
+
+  std::string pieces;
+  calls = 0;
+  CHECK(uapi::get(n.dev, [&](std::string_view s) {
+    pieces.append(s);
+    return ++calls, true;
+  }));
+  CHECK(calls > 3);
+  CHECK(pieces == whole);
 }

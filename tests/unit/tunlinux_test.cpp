@@ -615,6 +615,7 @@ TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[
 
     step("the event thread ended and the device is closed");
     EXPECT(eventually([] { return event_threads() == 0; }));
+    EXPECT(tun->deleted());
     EXPECT(tun->fd() == -1);
     std::error_code ec;
     Batch b(1, 2048);
@@ -623,6 +624,50 @@ TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[
     std::span<uint8_t> none[] = {b.spans[0]};
     EXPECT(tun->write(none, kOffset, ec) == 0);
     EXPECT(ec == std::errc::operation_canceled);
+    tun->close();
+  });
+}
+
+TEST_CASE("tun: a move to another namespace is followed, a deletion there closes", "[tunlinux][root]") {
+  // The old namespace hears RTM_DELLINK for a move as for a deletion; the device must
+  // follow the interface and keep reporting its events from the new namespace.
+  ROOT_ONLY();
+  require_in_netns([] {
+    const std::string other = "wgnu" + std::to_string(::getpid());
+    sh("ip netns del " + other + " 2>/dev/null; ip netns add " + other);
+    struct Remove {
+      std::string ns;
+      ~Remove() { [[maybe_unused]] int rc = std::system(("ip netns del " + ns + " 2>/dev/null").c_str()); }
+    } remove{other};
+    auto tun = make_tun(1420);
+    EventLog log;
+    tun->set_event_handler([&](tun::Event e) { log.push(e); });
+    EXPECT(log.expect(tun::Event::down));
+    bring_up();
+    EXPECT(log.expect(tun::Event::up));
+
+    step("move: the interface goes down, the device stays open");
+    sh("ip link set wgt0 netns " + other);
+    EXPECT(log.expect(tun::Event::down));
+    std::this_thread::sleep_for(100ms);
+    EXPECT(!tun->deleted());
+    EXPECT(tun->fd() >= 0);
+    EXPECT(event_threads() == 1);
+
+    step("events from the new namespace");
+    sh("ip -n " + other + " link set wgt0 mtu 1300");
+    EXPECT(log.expect(tun::Event::mtu_changed));
+    sh("ip -n " + other + " link set wgt0 up");
+    EXPECT(log.expect(tun::Event::up));
+    EXPECT(tun->mtu() == 1300);
+    EXPECT(tun->ifindex() > 0);
+
+    step("deleted there: down, then closed");
+    sh("ip -n " + other + " link del wgt0");
+    EXPECT(log.expect(tun::Event::down));
+    EXPECT(eventually([] { return event_threads() == 0; }));
+    EXPECT(tun->deleted());
+    EXPECT(tun->fd() == -1);
     tun->close();
   });
 }
