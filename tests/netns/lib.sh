@@ -212,11 +212,13 @@ iperf_udp() {
 # Where datagrams were dropped in NS: "rcvbuf=N tun_tx_dropped=N" (UDP receive buffers
 # overflowed in the namespace, and the TUN IFACE's queue from kernel to daemon). For
 # failure messages: they tell the tunnel's loss from the tool's.
-drop_counters() { # NS IFACE
-  local rcvbuf tx
+# With PORT, also the drops of the UDP sockets bound to PORT (the daemon's own).
+drop_counters() { # NS IFACE [PORT]
+  local rcvbuf tx sock=""
   rcvbuf=$(ip netns exec "$1" awk '/^Udp:/ {n++; if (n == 2) print $6}' /proc/net/snmp)
   tx=$(ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_dropped" 2>/dev/null)
-  echo "rcvbuf=${rcvbuf:-?} tun_tx_dropped=${tx:-?}"
+  [ -n "${3:-}" ] && sock=" port_$3=$(udp_socket_drops "$1" "$3")"
+  echo "rcvbuf=${rcvbuf:-?}$sock tun_tx_dropped=${tx:-?}"
 }
 
 # udp_socket_drops NS PORT: datagrams the kernel dropped at the UDP sockets bound to PORT
