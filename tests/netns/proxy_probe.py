@@ -15,7 +15,8 @@
 #       half a request, half an HTTP request line, a request line and half a header; then
 #       writes "held N" to READY_FILE and waits up to TIMEOUT + 15 s for the proxy to
 #       close them (FIN or reset), never closing one itself; prints
-#         closed CLOSED OF N first FIRST last LAST      (seconds after the last was opened)
+#         closed CLOSED OF N first FIRST last LAST
+#       (the shortest and longest time from a connection's opening to its close, seconds)
 import os
 import resource
 import selectors
@@ -129,7 +130,7 @@ def slowloris(socks_proxy, http_proxy, n, timeout, ready_file):
         s = connect(socks_proxy if kind == "socks" else http_proxy)
         s.sendall(half)
         s.setblocking(False)
-        sel.register(s, selectors.EVENT_READ)
+        sel.register(s, selectors.EVENT_READ, data=time.monotonic())
     opened = time.monotonic()
     with open(ready_file, "w") as f:
         f.write("held %d\n" % n)
@@ -150,9 +151,9 @@ def slowloris(socks_proxy, http_proxy, n, timeout, ready_file):
             sel.unregister(s)
             s.close()
             closed += 1
-            t = time.monotonic() - opened
-            first = t if first is None else first
-            last = t
+            t = time.monotonic() - key.data  # since this connection was opened
+            first = t if first is None else min(first, t)
+            last = t if last is None else max(last, t)
     for key in list(sel.get_map().values()):
         key.fileobj.close()
     return "closed %d of %d first %.1f last %.1f" % (closed, n, first or -1, last or -1)
