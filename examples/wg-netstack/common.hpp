@@ -8,6 +8,7 @@
 #include <boost/asio/ip/udp.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct Metrics {
   std::atomic<uint64_t> connections_active{0};
   std::atomic<uint64_t> connections_failed{0};
   std::atomic<uint64_t> udp_datagrams{0};
+  // SOCKS5 / HTTP clients closed for not sending their request within the timeout.
+  std::atomic<uint64_t> handshake_timeouts{0};
   // The most connections open at once since main's memory trim last looked.
   std::atomic<uint64_t> connections_peak{0};
 
@@ -36,12 +39,16 @@ struct Metrics {
   void connection_closed() { connections_active.fetch_sub(1); }
 };
 
+inline constexpr auto kDefaultHandshakeTimeout = std::chrono::seconds(10);
+
 struct Context {
   netstack::Stack& stack;
   wg::Device& device;
   Metrics metrics;
   // SOCKS5 / HTTP proxy credentials (empty user: none required).
   std::string user, password;
+  // How long a SOCKS5 or HTTP client may take to send its greeting and request.
+  std::chrono::steady_clock::duration handshake_timeout = kDefaultHandshakeTimeout;
 };
 
 // Counts a proxied connection as active for its lifetime.
@@ -66,8 +73,12 @@ awaitable<void> accept_loop(tcp::acceptor& acceptor, Serve serve) {
   }
 }
 
+// True if a is one of the netstack's own tunnel addresses (Address= of the config).
+bool is_own_address(const Context& ctx, const wg::IpAddress& a);
+
 // Resolves host (a name through the tunnel's DNS, or a literal) and dials the first
-// address that answers. Errors as the last attempt reported.
+// address that answers, skipping the netstack's own addresses. Errors as the last attempt
+// reported; ProxyError::own_address if every address was our own.
 awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, const std::string& host,
                                                                 uint16_t port);
 

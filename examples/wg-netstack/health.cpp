@@ -59,6 +59,9 @@ std::string metrics_text(Context& ctx) {
   out += fmt::format("wgnet_proxy_connections_active {}\n", ctx.metrics.connections_active.load());
   metric("wgnet_proxy_connections_failed_total", "counter", "Proxy connections whose target could not be reached.");
   out += fmt::format("wgnet_proxy_connections_failed_total {}\n", ctx.metrics.connections_failed.load());
+  metric("wgnet_proxy_handshake_timeouts_total", "counter",
+         "SOCKS5 / HTTP clients closed for not sending a whole request within --handshake-timeout.");
+  out += fmt::format("wgnet_proxy_handshake_timeouts_total {}\n", ctx.metrics.handshake_timeouts.load());
   metric("wgnet_proxy_udp_datagrams_total", "counter", "UDP datagrams relayed.");
   out += fmt::format("wgnet_proxy_udp_datagrams_total {}\n", ctx.metrics.udp_datagrams.load());
   return out;

@@ -1,11 +1,13 @@
 // HTTP CONNECT: parse the request with Beast, dial through the tunnel, answer 200 and
-// relay. Other methods get 405; failures 502/504 (the body says why).
+// relay. Other methods get 405, a header over 16 KiB 431, a malformed one 400, the
+// proxy's own address 403, other failures 502/504 (the body says why).
 #include "http_proxy.hpp"
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <sodium.h>
 
+#include "handshake.hpp"
 #include "wg/crypto.hpp"
 #include "wg/log.hpp"
 
@@ -35,7 +37,11 @@ bool authorized(Context& ctx, const http::request<http::empty_body>& req) {
   return wg::ct_equal(a, b, sizeof a);
 }
 
-awaitable<void> respond(tcp::socket& s, http::status status, const std::string& body,
+// A request header larger than this gets 431.
+constexpr size_t kHeaderLimit = 16 * 1024;
+
+// Answers an error and closes (after the client had the time to read the answer).
+awaitable<void> refuse(tcp::socket& s, http::status status, const std::string& body,
                         bool want_auth = false) {
   http::response<http::string_body> res{status, 11};
   res.set(http::field::server, "wg-netstack");
@@ -45,6 +51,7 @@ awaitable<void> respond(tcp::socket& s, http::status status, const std::string& 
   res.body() = body + "\n";
   res.prepare_payload();
   co_await http::async_write(s, res, kTry);
+  co_await close_after_reply(s);
 }
 
 awaitable<void> serve(Context& ctx, tcp::socket s) {
@@ -52,30 +59,48 @@ awaitable<void> serve(Context& ctx, tcp::socket s) {
 
   boost::beast::flat_buffer buf;
   http::request_parser<http::empty_body> parser;
-  parser.header_limit(16 * 1024);
+  parser.header_limit(kHeaderLimit);
+  Deadline deadline(s, ctx.handshake_timeout);
   auto [ec, n] = co_await http::async_read_header(s, buf, parser, kTry);
-  if (ec) co_return;
+  deadline.disarm();
+  if (deadline.expired()) {
+    ctx.metrics.handshake_timeouts.fetch_add(1);
+    wg::log::verbose("http: no complete request header within the handshake timeout: closed");
+    co_return;
+  }
+  if (ec == http::error::header_limit) {
+    co_await refuse(s, http::status::request_header_fields_too_large,
+                    "request header larger than " + std::to_string(kHeaderLimit) + " bytes");
+    co_return;
+  }
+  if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
+    co_return;
+  if (ec) {
+    co_await refuse(s, http::status::bad_request, "malformed request: " + ec.message());
+    co_return;
+  }
   auto& req = parser.get();
   if (!authorized(ctx, req)) {
-    co_await respond(s, http::status::proxy_authentication_required, "proxy authentication required", true);
+    co_await refuse(s, http::status::proxy_authentication_required, "proxy authentication required", true);
     co_return;
   }
   if (req.method() != http::verb::connect) {
-    co_await respond(s, http::status::method_not_allowed, "only CONNECT is supported");
+    co_await refuse(s, http::status::method_not_allowed, "only CONNECT is supported");
     co_return;
   }
   std::string host;
   uint16_t port = 0;
   if (!split_host_port(std::string(req.target()), host, port)) {
-    co_await respond(s, http::status::bad_request, "CONNECT target must be host:port");
+    co_await refuse(s, http::status::bad_request, "CONNECT target must be host:port");
     co_return;
   }
   auto [derr, stream] = co_await dial_host(ctx, host, port);
   if (derr) {
     ctx.metrics.connections_failed.fetch_add(1);
-    bool timeout = derr == asio::error::timed_out;
-    co_await respond(s, timeout ? http::status::gateway_timeout : http::status::bad_gateway,
-                     host + ":" + std::to_string(port) + ": " + derr.message());
+    auto status = derr == ProxyError::own_address ? http::status::forbidden
+                  : derr == asio::error::timed_out ? http::status::gateway_timeout
+                                                   : http::status::bad_gateway;
+    co_await refuse(s, status, host + ":" + std::to_string(port) + ": " + derr.message());
     co_return;
   }
   auto [werr, wn] = co_await asio::async_write(s, asio::buffer(std::string_view("HTTP/1.1 200 Connection established\r\n\r\n")), kTry);

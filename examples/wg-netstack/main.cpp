@@ -4,7 +4,8 @@
 //
 //   wg-netstack -c wg0.conf [--socks5 127.0.0.1:1080] [--http ADDR:PORT]
 //               [--forward tcp|udp:LOCAL:PORT=TUNNEL:PORT]... [--reverse tcp|udp:TUNNEL:PORT=LOCAL:PORT]...
-//               [--health ADDR:PORT] [--auth-file FILE] [--log-level verbose|error|silent]
+//               [--health ADDR:PORT] [--auth-file FILE] [--handshake-timeout SECONDS]
+//               [--log-level verbose|error|silent]
 #include <CLI/CLI.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/core.h>
@@ -17,6 +18,7 @@
 #include "bind/linux.hpp"
 #include "common.hpp"
 #include "forward.hpp"
+#include "handshake.hpp"
 #include "health.hpp"
 #include "http_proxy.hpp"
 #include "socks5.hpp"
@@ -57,12 +59,23 @@ tcp::endpoint parse_listen(const std::string& s) {
   return {a, port};
 }
 
+bool is_own_address(const Context& ctx, const wg::IpAddress& a) {
+  const auto& own = ctx.stack.options().addresses;
+  return std::any_of(own.begin(), own.end(), [&a](const wg::IpPrefix& p) { return p.addr == a; });
+}
+
 awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, const std::string& host,
                                                                 uint16_t port) {
   auto [rerr, addrs] = co_await ctx.stack.async_resolve(host, kTry);
   if (rerr) co_return std::pair{rerr, netstack::TcpStream{}};
   error_code last = asio::error::host_not_found;
   for (auto& a : addrs) {
+    // A SYN to our own address would leave through the tunnel, reach no peer and time out
+    // after the dial timeout ("TTL expired" after 18 s): refuse it at once.
+    if (is_own_address(ctx, a)) {
+      if (last == asio::error::host_not_found) last = ProxyError::own_address;
+      continue;
+    }
     auto [ec, s] = co_await ctx.stack.async_dial_tcp(netstack::Endpoint{a, port}, kTry);
     if (!ec) co_return std::pair{ec, std::move(s)};
     last = ec;
@@ -179,6 +192,12 @@ int main(int argc, char** argv) {
   app.add_option("--health", health_addr, "serve /readyz and /metrics on this address");
   app.add_option("--auth-file", auth_file,
                  "file with one line USER:PASSWORD for the proxies (or env WG_NETSTACK_AUTH)");
+  double handshake_seconds = std::chrono::duration<double>(kDefaultHandshakeTimeout).count();
+  app.add_option("--handshake-timeout", handshake_seconds,
+                 "seconds a SOCKS5 / HTTP client may take to send its whole greeting and request; "
+                 "slower ones are closed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
   app.add_option("--log-level", level, "verbose, error or silent")->capture_default_str();
   app.add_option("--tcp-congestion", congestion,
                  "congestion control of the tunnel's TCP senders: bbr (keeps its rate under random loss) or cubic")
@@ -222,7 +241,9 @@ int main(int argc, char** argv) {
       throw std::runtime_error(fmt::format("cannot open UDP port {}: {}", cfg.iface.listen_port.value_or(0), ec.message()));
     stack->set_route_check([&device](const wg::IpAddress& a) { return device.routable(a); });
 
-    Context ctx{*stack, device, {}, user, password};
+    Context ctx{*stack, device, {}, user, password,
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(handshake_seconds))};
     auto ex = stack->get_executor();
     std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
     if (!no_socks) {

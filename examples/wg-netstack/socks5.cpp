@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "handshake.hpp"
 #include "wg/crypto.hpp"
 #include "wg/log.hpp"
 
@@ -59,34 +60,42 @@ awaitable<void> reply(tcp::socket& s, SocksReply code, const wg::IpAddress& boun
   co_await asio::async_write(s, asio::buffer(r), kTry);
 }
 
-// Reads ATYP + address + port; nullopt with *bad_type set for an unknown ATYP.
-awaitable<std::optional<Target>> read_target(tcp::socket& s, bool& bad_type) {
+// What read_target found: a target, or why there is none.
+enum class TargetStatus {
+  ok,
+  io_error,    // the client closed, or the handshake deadline passed: no reply
+  bad_type,    // an ATYP that RFC 1928 does not define (0x02, 0xff...): reply 08
+  empty_name,  // ATYP 3 with a name of length 0, a host that cannot exist: reply 04
+};
+
+// Reads ATYP + address + port.
+awaitable<TargetStatus> read_target(tcp::socket& s, Target& t) {
   uint8_t atyp;
   auto [ec, n] = co_await asio::async_read(s, asio::buffer(&atyp, 1), kTry);
-  if (ec) co_return std::nullopt;
-  Target t;
+  if (ec) co_return TargetStatus::io_error;
   uint8_t buf[256];
+  uint8_t name_len = 0;
   if (atyp == kAtypV4 || atyp == kAtypV6) {
     size_t len = atyp == kAtypV4 ? 4 : 16;
     std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(buf, len), kTry);
-    if (ec) co_return std::nullopt;
+    if (ec) co_return TargetStatus::io_error;
     t.host = (atyp == kAtypV4 ? wg::IpAddress::v4(buf) : wg::IpAddress::v6(buf)).to_string();
   } else if (atyp == kAtypName) {
-    uint8_t len;
-    std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(&len, 1), kTry);
-    if (ec || len == 0) co_return std::nullopt;
-    std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(buf, len), kTry);
-    if (ec) co_return std::nullopt;
-    t.host.assign(reinterpret_cast<char*>(buf), len);
+    std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(&name_len, 1), kTry);
+    if (ec) co_return TargetStatus::io_error;
+    if (name_len > 0) {
+      std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(buf, name_len), kTry);
+      if (ec) co_return TargetStatus::io_error;
+      t.host.assign(reinterpret_cast<char*>(buf), name_len);
+    }
   } else {
-    bad_type = true;
-    co_return std::nullopt;
+    co_return TargetStatus::bad_type;  // its length is unknown: nothing more can be read
   }
   uint8_t port[2];
   std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(port, 2), kTry);
-  if (ec) co_return std::nullopt;
+  if (ec) co_return TargetStatus::io_error;
   t.port = static_cast<uint16_t>(port[0] << 8 | port[1]);
-  co_return t;
+  co_return atyp == kAtypName && name_len == 0 ? TargetStatus::empty_name : TargetStatus::ok;
 }
 
 awaitable<bool> negotiate(Context& ctx, tcp::socket& s) {
@@ -222,26 +231,53 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
   co_await (client_to_tunnel() && tunnel_to_client() && watch_control());
 }
 
+// The greeting, the authentication and the request, under the handshake deadline: the
+// command byte, or nullopt once the connection is done with (an error already answered).
+awaitable<std::optional<uint8_t>> read_request(Context& ctx, tcp::socket& s, Target& target) {
+  Deadline deadline(s, ctx.handshake_timeout);
+  bool ok = co_await negotiate(ctx, s);
+  uint8_t head[3] = {};
+  if (ok) {
+    auto [ec, n] = co_await asio::async_read(s, asio::buffer(head), kTry);
+    ok = !ec && head[0] == kVersion;
+  }
+  auto status = ok ? co_await read_target(s, target) : TargetStatus::io_error;
+  deadline.disarm();
+  if (deadline.expired()) {
+    ctx.metrics.handshake_timeouts.fetch_add(1);
+    wg::log::verbose("socks5: no complete request within the handshake timeout: closed");
+    co_return std::nullopt;
+  }
+  switch (status) {
+    case TargetStatus::ok:
+      co_return head[1];
+    case TargetStatus::io_error:
+      break;
+    case TargetStatus::bad_type:
+      co_await reply(s, SocksReply::address_type_not_supported);
+      break;
+    case TargetStatus::empty_name:
+      co_await reply(s, SocksReply::host_unreachable);
+      break;
+  }
+  co_await close_after_reply(s);
+  co_return std::nullopt;
+}
+
 awaitable<void> serve_client(Context& ctx, tcp::socket s) {
   ActiveConnection active(ctx.metrics);
 
-  if (!co_await negotiate(ctx, s)) co_return;
-  uint8_t head[3];
-  auto [ec, n] = co_await asio::async_read(s, asio::buffer(head), kTry);
-  if (ec || head[0] != kVersion) co_return;
-  bool bad_type = false;
-  auto target = co_await read_target(s, bad_type);
-  if (!target) {
-    if (bad_type) co_await reply(s, SocksReply::address_type_not_supported);
-    co_return;
-  }
-  switch (head[1]) {
+  Target target;
+  auto cmd = co_await read_request(ctx, s, target);
+  if (!cmd) co_return;
+  switch (*cmd) {
     case kCmdConnect: {
-      auto [derr, stream] = co_await dial_host(ctx, target->host, target->port);
+      auto [derr, stream] = co_await dial_host(ctx, target.host, target.port);
       if (derr) {
         ctx.metrics.connections_failed.fetch_add(1);
-        wg::log::verbose("socks5: {}:{}: {}", target->host, target->port, derr.message());
+        wg::log::verbose("socks5: {}:{}: {}", target.host, target.port, derr.message());
         co_await reply(s, socks_reply_for(derr));
+        co_await close_after_reply(s);
         co_return;
       }
       auto local = stream.local_endpoint();
@@ -250,11 +286,12 @@ awaitable<void> serve_client(Context& ctx, tcp::socket s) {
       co_return;
     }
     case kCmdUdpAssociate:
-      co_await udp_associate(ctx, s, *target);
+      co_await udp_associate(ctx, s, target);
       co_return;
     case kCmdBind:
     default:
       co_await reply(s, SocksReply::command_not_supported);
+      co_await close_after_reply(s);
       co_return;
   }
 }
@@ -263,6 +300,7 @@ awaitable<void> serve_client(Context& ctx, tcp::socket s) {
 
 SocksReply socks_reply_for(const error_code& ec) {
   namespace e = asio::error;
+  if (ec == ProxyError::own_address) return SocksReply::not_allowed;
   if (ec == e::connection_refused) return SocksReply::connection_refused;
   if (ec == e::host_unreachable || ec == e::host_not_found || ec == e::no_data ||
       ec == e::host_not_found_try_again)

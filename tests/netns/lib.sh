@@ -37,6 +37,18 @@ wait_listen() {
   return 1
 }
 
+# wait_tcp_port NS PORT: waits up to 10 s for a TCP socket listening on PORT at any
+# address in NS (iperf3 -s -D returns before it listens).
+wait_tcp_port() {
+  local ns=$1 port=$2 _
+  for _ in $(seq 100); do
+    ip netns exec "$ns" ss -ltnH | awk '{print $4}' | grep -qE ":$port\$" && return 0
+    sleep 0.1
+  done
+  log "nothing listens on tcp port $port in $ns"
+  return 1
+}
+
 # forget_pid PID: forgets a PID that has been waited for, so that cleanup never signals
 # a reused PID.
 forget_pid() {
@@ -166,7 +178,7 @@ wg_field() { ip netns exec "$1" wg show "$2" "$3" | awk '{print $2" "$3}' | head
 iperf_tcp() { # CLIENT_NS SERVER_NS SERVER_ADDR SECONDS [extra]
   local cns=$1 sns=$2 addr=$3 secs=$4; shift 4
   ip netns exec "$sns" iperf3 -s -1 -D -I "$TMP/iperf.pid" >/dev/null 2>&1
-  sleep 0.3
+  wait_tcp_port "$sns" 5201 || return 1
   local out
   out=$(ip netns exec "$cns" timeout $((secs + 10)) iperf3 -c "$addr" -t "$secs" -J "$@" 2>/dev/null)
   local rc=$?
@@ -186,7 +198,7 @@ iperf_tcp() { # CLIENT_NS SERVER_NS SERVER_ADDR SECONDS [extra]
 iperf_udp() {
   local cns=$1 sns=$2 addr=$3 rate=$4 secs=$5; shift 5
   ip netns exec "$sns" iperf3 -s -1 -D -I "$TMP/iperf.pid" >/dev/null 2>&1
-  sleep 0.3
+  wait_tcp_port "$sns" 5201 || return 1
   local out rc
   out=$(ip netns exec "$cns" timeout $((secs + 10)) iperf3 -c "$addr" -u -b "$rate" -l 1300 -w 2M \
     -t "$secs" -J "$@" 2>/dev/null)
@@ -200,11 +212,22 @@ iperf_udp() {
 # Where datagrams were dropped in NS: "rcvbuf=N tun_tx_dropped=N" (UDP receive buffers
 # overflowed in the namespace, and the TUN IFACE's queue from kernel to daemon). For
 # failure messages: they tell the tunnel's loss from the tool's.
-drop_counters() { # NS IFACE
-  local rcvbuf tx
+# With PORT, also the drops of the UDP sockets bound to PORT (the daemon's own).
+drop_counters() { # NS IFACE [PORT]
+  local rcvbuf tx sock=""
   rcvbuf=$(ip netns exec "$1" awk '/^Udp:/ {n++; if (n == 2) print $6}' /proc/net/snmp)
   tx=$(ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_dropped" 2>/dev/null)
-  echo "rcvbuf=${rcvbuf:-?} tun_tx_dropped=${tx:-?}"
+  [ -n "${3:-}" ] && sock=" port_$3=$(udp_socket_drops "$1" "$3")"
+  echo "rcvbuf=${rcvbuf:-?}$sock tun_tx_dropped=${tx:-?}"
+}
+
+# udp_socket_drops NS PORT: datagrams the kernel dropped at the UDP sockets bound to PORT
+# in NS (receive buffer full, or a socket filter), summed over IPv4 and IPv6: the "drops"
+# column, the last, of /proc/net/udp and /proc/net/udp6 (port in hex after the colon).
+udp_socket_drops() {
+  ip netns exec "$1" awk -v port="$(printf '%04X' "$2")" '
+    FNR > 1 { n_fields = split($2, local_addr, ":"); if (local_addr[n_fields] == port) drops += $NF }
+    END { print drops + 0 }' /proc/net/udp /proc/net/udp6
 }
 
 # --- wg-tun's offloads ---

@@ -25,10 +25,15 @@ command -v wireguard-go >/dev/null || { echo "wireguard-go missing (scripts/setu
 command -v curl >/dev/null || { echo "curl missing"; exit 1; }
 [ -x "$WGNET_BIN/wg-netstack" ] || { echo "$WGNET_BIN/wg-netstack missing: build it first"; exit 1; }
 
+# 1,000 slowloris connections and the proxy's own: more than the default 1,024 files.
+ulimit -n 4096 || { echo "cannot raise the file limit to 4096"; exit 1; }
+
 SOCKS=127.0.0.1:1080
 HTTP_PROXY_ADDR=127.0.0.1:3128
 HEALTH=127.0.0.1:9090
 NETSTACK_PID=
+PROBE="$(dirname "$0")/proxy_probe.py"
+HANDSHAKE_TIMEOUT=4 # --handshake-timeout of this run's wg-netstack (default 10 s)
 
 # bg NS LOGNAME CMD...: runs CMD in namespace NS in the background, remembered for cleanup.
 bg() {
@@ -206,6 +211,8 @@ setup() {
 
   # A: a local HTTP server for --reverse, and wg-netstack.
   bg "$NS_A" http-local python3 -m http.server --bind 127.0.0.1 --directory "$TMP/local" 18080
+  # B's AllowedIPs: one IPv4 address (198.19.0.99 stays outside, "host unreachable"), and
+  # the whole IPv6 tunnel prefix, which covers wg-netstack's own fd00:19::1 too.
   cat >"$TMP/a.conf" <<CONF
 [Interface]
 PrivateKey = $(cat "$TMP/a.key")
@@ -215,12 +222,12 @@ DNS = 198.19.0.2
 
 [Peer]
 PublicKey = $(cat "$TMP/b.pub")
-AllowedIPs = 198.19.0.2/32, fd00:19::2/128
+AllowedIPs = 198.19.0.2/32, fd00:19::/64
 Endpoint = 198.18.0.2:51821
 CONF
   chmod 600 "$TMP/a.conf"
   bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" --log-level verbose \
-    --socks5 "$SOCKS" --http "$HTTP_PROXY_ADDR" --health "$HEALTH" \
+    --socks5 "$SOCKS" --http "$HTTP_PROXY_ADDR" --health "$HEALTH" --handshake-timeout "$HANDSHAKE_TIMEOUT" \
     --forward tcp:127.0.0.1:18000=web.test:8000 --forward udp:127.0.0.1:17007=198.19.0.2:7007 \
     --reverse tcp:198.19.0.1:8080=127.0.0.1:18080
   NETSTACK_PID=${PIDS[-1]}
@@ -304,7 +311,11 @@ run_checks() {
   body=$(na curl -sS --max-time 30 -p -x "http://$HTTP_PROXY_ADDR" "http://[fd00:19::2]:8000/index.html")
   check "--http: CONNECT to an IPv6 target ($body)" test "$body" = "hello from B over wireguard-go"
 
+  hostile_checks
+
   na curl -sS --max-time 5 "http://$HEALTH/metrics" >"$TMP/metrics.txt"
+  check "/metrics counts the slowloris connections closed by the handshake timeout" \
+    grep -qE '^wgnet_proxy_handshake_timeouts_total ([1-9][0-9]{3,})$' "$TMP/metrics.txt"
   check "/metrics has wgnet_ lines" grep -q '^wgnet_' "$TMP/metrics.txt"
   check "/metrics counts the handshake" grep -qE '^wgnet_handshakes_total [1-9]' "$TMP/metrics.txt"
   local key leaked=0
@@ -315,6 +326,98 @@ run_checks() {
   check "/metrics holds nothing shaped like a base64 key" \
     bash -c "! grep -qE '[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=' '$TMP/metrics.txt'"
   check "wg-netstack still running" kill -0 "$NETSTACK_PID"
+}
+
+# probe_answers WHAT WANT MAX_SECONDS PROBE_ARGS...: proxy_probe.py's answer is the code
+# WANT within MAX_SECONDS, followed by an orderly close (FIN: not a reset, which can cost
+# a client the answer, nor a connection left open).
+probe_answers() {
+  local what=$1 want=$2 max=$3 out code secs end
+  shift 3
+  out=$(na timeout 40 python3 "$PROBE" "$@" 2>&1 | tail -1)
+  read -r code secs end <<<"$out"
+  check "$what (got '$out')" \
+    python3 -c 'import sys; c, w, s, m, e = sys.argv[1:]; sys.exit(not (c == w and float(s) <= float(m) and e == "fin"))' \
+    "$code" "$want" "${secs:-1e9}" "$max" "${end:-none}"
+}
+
+# Clients that send what they should not, or not enough: each gets its protocol's answer.
+hostile_checks() {
+  # RFC 1928 §5-6: an address type it does not define gets REP 08; a host name of length 0
+  # names no host (04), as Dante and Go's x/net/proxy servers answer. The bytes after the
+  # bad ATYP stay unread: the proxy must answer before its close, not reset.
+  probe_answers "SOCKS5: ATYP 0x02 → reply 8, address type not supported" 8 5 \
+    socks-raw "$SOCKS" 0501000201020304005000000000
+  probe_answers "SOCKS5: ATYP 0xff → reply 8" 8 5 socks-raw "$SOCKS" 050100ff0102030400500000
+  probe_answers "SOCKS5: a host name of length 0 → reply 4, host unreachable" 4 5 \
+    socks-raw "$SOCKS" 05010003000050
+  # The proxy's own tunnel address: refused at once, not after the dial timeout. The SYN
+  # to fd00:19::1 (inside B's AllowedIPs) would go to B and time out ("TTL expired"
+  # after 18 s); 198.19.0.1 (outside them) got "host unreachable".
+  probe_answers "SOCKS5: CONNECT to the proxy's own 198.19.0.1 → reply 2, not allowed, within 2 s" 2 2 \
+    socks-raw "$SOCKS" 05010001c61300010050
+  probe_answers "SOCKS5: CONNECT to the proxy's own fd00:19::1 → reply 2 within 2 s" 2 2 \
+    socks-raw "$SOCKS" 05010004fd0000190000000000000000000000011f40
+  local start code body target
+  for target in 198.19.0.1:8000 "[fd00:19::1]:8000"; do
+    start=$(date +%s.%N)
+    code=$(na curl -s -o /dev/null --max-time 30 -w '%{http_connect}' -p -x "http://$HTTP_PROXY_ADDR" \
+      "http://$target/")
+    check "--http: CONNECT to the proxy's own $target → 403 within 2 s (got $code)" \
+      python3 -c 'import sys, time; sys.exit(not (sys.argv[1] == "403" and time.time() - float(sys.argv[2]) <= 2))' \
+      "$code" "$start"
+  done
+  body=$(printf 'CONNECT 198.19.0.1:8000 HTTP/1.1\r\nHost: 198.19.0.1:8000\r\n\r\n' |
+    na timeout 10 python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(sys.stdin.buffer.read())
+answer = b""
+while len(answer) < 65536:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    answer += chunk
+print(answer.decode(errors="replace").split("\r\n\r\n", 1)[-1].strip())' "${HTTP_PROXY_ADDR##*:}")
+  check "--http: the 403's body says why ($body)" grep -qF "own tunnel address" <<<"$body"
+  # A 1 MB header: 431, read by a client still writing it (not a reset).
+  probe_answers "--http: a 1 MB request header → 431" 431 10 http-header "$HTTP_PROXY_ADDR" 1000000
+  probe_answers "--http: a 20 KB request header → 431" 431 5 http-header "$HTTP_PROXY_ADDR" 20000
+  slowloris_check
+}
+
+# 1,000 clients that send half a greeting or half a request, then nothing: the proxy
+# closes every one of them after --handshake-timeout (not before), and serves real
+# requests through SOCKS5 and HTTP CONNECT while they are held.
+slowloris_check() {
+  local n=1000 ready="$TMP/slowloris.ready" pid i body out first last closed
+  rm -f "$ready"
+  na python3 "$PROBE" slowloris "$SOCKS" "$HTTP_PROXY_ADDR" $n "$HANDSHAKE_TIMEOUT" "$ready" \
+    >"$TMP/slowloris.out" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  for i in $(seq 200); do
+    [ -s "$ready" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  check "slowloris: $n half-open connections opened" grep -qx "held $n" "$ready"
+  body=$(socks_get http://web.test:8000/index.html)
+  check "slowloris: SOCKS5 still serves while they are held ($body)" \
+    test "$body" = "hello from B over wireguard-go"
+  body=$(na curl -sS --max-time 30 -p -x "http://$HTTP_PROXY_ADDR" http://web.test:8000/index.html)
+  check "slowloris: HTTP CONNECT still serves while they are held ($body)" \
+    test "$body" = "hello from B over wireguard-go"
+  timeout $((HANDSHAKE_TIMEOUT + 30)) tail --pid="$pid" -f /dev/null
+  wait "$pid" 2>/dev/null
+  forget_pid "$pid"
+  out=$(tail -1 "$TMP/slowloris.out")
+  read -r _ closed _ _ _ first _ last <<<"$out"
+  check "slowloris: the proxy closed all $n ($out)" test "${closed:-0}" = "$n"
+  # Each connection's deadline starts when the proxy accepts it, after the client's connect.
+  check "slowloris: each closed after the timeout (0.1 s of clock slack), none later than the timeout + 5 s" \
+    python3 -c 'import sys; f, l, t = map(float, sys.argv[1:]); sys.exit(not (f >= t - 0.1 and l <= t + 5))' \
+    "${first:--1}" "${last:-1e9}" "$HANDSHAKE_TIMEOUT"
 }
 
 shutdown_check() {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bind/linux.hpp"
+#include "skip.hpp"
 
 using conn::Endpoint;
 using conn::LinuxBind;
@@ -243,7 +244,7 @@ TEST_CASE("bind linux: opening a port in use fails with address_in_use", "[bind]
 
 TEST_CASE("bind linux: a batch of 128 crosses loopback with sender and sticky source", "[bind]") {
   int family = GENERATE(4, 6);
-  if (family == 6 && !ipv6_loopback()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
   INFO("IPv" << family);
   LinuxBind a, b;
   uint16_t pa = 0, pb = 0;
@@ -281,7 +282,7 @@ TEST_CASE("bind linux: a bogus sticky source is cleared and the batch still arri
   bool bogus_address = GENERATE(true, false);
   // Equal sizes go as UDP_SEGMENT messages, which the kernel refuses first.
   bool equal_sizes = GENERATE(false, true);
-  if (family == 6 && !ipv6_loopback()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
   INFO("IPv" << family << (bogus_address ? " bogus address" : " bogus interface")
              << (equal_sizes ? ", equal sizes" : ""));
   LinuxBind a(LinuxBind::Options{}), b;
@@ -310,7 +311,7 @@ TEST_CASE("bind linux: a bogus sticky source is cleared and the batch still arri
   check_senders(r, family, pa);
 }
 
-TEST_CASE("bind linux: close unblocks a blocked receive; later receives are canceled", "[bind]") {
+TEST_CASE("bind linux: close unblocks a blocked receive, later receives are canceled", "[bind]") {
   LinuxBind b;
   uint16_t port = 0;
   std::error_code ec;
@@ -587,7 +588,7 @@ TEST_CASE("bind linux: 128 equal datagrams and a shorter last arrive intact, GSO
   // 64 KB buffers take messages straight from the kernel; smaller ones go through the
   // socket's scratch.
   size_t buf_size = GENERATE(size_t{65600}, size_t{2048});
-  if (family == 6 && !ipv6_loopback()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
   INFO("IPv" << family << " gso " << gso << " gro " << gro << " buffers " << buf_size);
   Pair p(options(gso, true), options(true, gro));
   REQUIRE(p.a.gso_enabled() == (gso && kernel_gso()));
@@ -605,8 +606,8 @@ TEST_CASE("bind linux: 128 equal datagrams and a shorter last arrive intact, GSO
 
 TEST_CASE("bind linux: the sender coalesces runs as the rules say", "[bind]") {
   int family = GENERATE(4, 6);
-  if (family == 6 && !ipv6_loopback()) return;
-  if (!kernel_gso() || !kernel_gro()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
+  if (!kernel_gso() || !kernel_gro()) WGNET_SKIP("the kernel has no UDP GSO or GRO");
   INFO("IPv" << family);
   LinuxBind a(options(true, true));
   uint16_t pa = 0;
@@ -662,7 +663,7 @@ TEST_CASE("bind linux: the sender coalesces runs as the rules say", "[bind]") {
 
 TEST_CASE("bind linux: a receiver without GRO gets every datagram of a GSO send on its own", "[bind]") {
   int family = GENERATE(4, 6);
-  if (family == 6 && !ipv6_loopback()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
   INFO("IPv" << family);
   LinuxBind a(options(true, true));
   uint16_t pa = 0;
@@ -686,7 +687,7 @@ TEST_CASE("bind linux: a receiver without GRO gets every datagram of a GSO send 
 TEST_CASE("bind linux: mixed sizes and runs longer than 64 arrive in order", "[bind]") {
   int family = GENERATE(4, 6);
   size_t buf_size = GENERATE(size_t{65600}, size_t{2048});
-  if (family == 6 && !ipv6_loopback()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
   INFO("IPv" << family << " buffers " << buf_size);
   Pair p(options(true, true), options(true, true));
   const size_t slot = family == 4 ? 0 : 1;
@@ -750,7 +751,7 @@ TEST_CASE("bind linux: what does not fit the receiver's batch is carried to the 
   int family = GENERATE(4, 6);
   size_t buf_size = GENERATE(size_t{65600}, size_t{2048});
   size_t per_call = GENERATE(size_t{1}, size_t{4}, size_t{100}, kBatch);
-  if (family == 6 && !ipv6_loopback()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
   INFO("IPv" << family << " buffers " << buf_size << " x " << per_call);
   Pair p(options(true, true), options(true, true));
   const size_t slot = family == 4 ? 0 : 1;
@@ -776,7 +777,7 @@ TEST_CASE("bind linux: what does not fit the receiver's batch is carried to the 
 
 TEST_CASE("bind linux: the sticky source works with GSO", "[bind]") {
   int family = GENERATE(4, 6);
-  if (family == 6 && !ipv6_loopback()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
   INFO("IPv" << family);
   Pair p(options(true, true), options(true, true));
   const size_t slot = family == 4 ? 0 : 1;
@@ -831,9 +832,9 @@ int refusing_sendmmsg(int fd, mmsghdr* msgs, unsigned n, int flags) {
 }  // namespace
 
 TEST_CASE("bind linux: EIO on a segmented send turns GSO off and loses nothing", "[bind]") {
-  if (!kernel_gso()) return;
+  if (!kernel_gso()) WGNET_SKIP("the kernel has no UDP GSO");
   int family = GENERATE(4, 6);
-  if (family == 6 && !ipv6_loopback()) return;
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
   INFO("IPv" << family);
   refusal_errno = EIO;
   segmented_seen = 0;
@@ -868,7 +869,7 @@ TEST_CASE("bind linux: EIO on a segmented send turns GSO off and loses nothing",
 }
 
 TEST_CASE("bind linux: another refusal of a segmented send resends it unsegmented, GSO stays on", "[bind]") {
-  if (!kernel_gso()) return;
+  if (!kernel_gso()) WGNET_SKIP("the kernel has no UDP GSO");
   refusal_errno = EINVAL;  // e.g. a segment above the path MTU
   segmented_seen = 0;
   LinuxBind::Options oa = options(true, true);

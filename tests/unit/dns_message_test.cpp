@@ -181,7 +181,7 @@ TEST_CASE("dns: AAAA answer", "[dns]") {
   CHECK_FALSE(parse_response(m.b, kId, kTypeA));
 }
 
-TEST_CASE("dns: several answers keep their order; other types and classes are skipped",
+TEST_CASE("dns: several answers keep their order, other types and classes are skipped",
           "[dns]") {
   Msg m;
   m.header(kId, kFlagsOk, 1, 6).question("example.com", kTypeA);

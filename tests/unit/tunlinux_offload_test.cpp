@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "skip.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/offload.hpp"
 #include "tunlinux/tun.hpp"
@@ -1038,12 +1039,6 @@ std::string run_in_netns(const std::function<void()>& body, unsigned timeout_s =
   return text.empty() ? "child failed without a message" : text;
 }
 
-#define ROOT_ONLY()              \
-  if (::geteuid() != 0) {        \
-    WARN("skipped: needs root"); \
-    return;                      \
-  }
-
 void require_in_netns(const std::function<void()>& body) {
   std::string failure = run_in_netns(body);
   INFO(failure);
@@ -1161,7 +1156,7 @@ extern "C" ssize_t writev(int fd, const struct iovec* iov, int count) {
 }
 
 TEST_CASE("tun offload: negotiation, ethtool's view and the off-switches", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     step("everything on");
     auto tun = make_tun(1420);
@@ -1193,7 +1188,7 @@ TEST_CASE("tun offload: negotiation, ethtool's view and the off-switches", "[tun
 }
 
 TEST_CASE("tun offload: a 1 MB TCP send reads back as MTU-sized, checksummed segments", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     constexpr int kMtu = 1420;
     constexpr size_t kTotal = 1 << 20;
@@ -1284,7 +1279,7 @@ TEST_CASE("tun offload: a 1 MB TCP send reads back as MTU-sized, checksummed seg
 }
 
 TEST_CASE("tun offload: a coalesced GRO batch reaches local TCP and UDP sockets", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     auto tun = make_tun(1420);
 
@@ -1378,7 +1373,7 @@ TEST_CASE("tun offload: a coalesced GRO batch reaches local TCP and UDP sockets"
 }
 
 TEST_CASE("tun offload: a super-packet larger than the read batch continues in the next read", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     auto tun = make_tun(1500);
     step("a UDP_SEGMENT send of 40 datagrams");

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "skip.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/tun.hpp"
 
@@ -272,12 +273,6 @@ std::string run_in_netns(const std::function<void()>& body, unsigned timeout_s =
   return text.empty() ? "child failed without a message" : text;
 }
 
-#define ROOT_ONLY()                            \
-  if (::geteuid() != 0) {                      \
-    WARN("skipped: needs root");               \
-    return;                                    \
-  }
-
 void require_in_netns(const std::function<void()>& body) {
   std::string failure = run_in_netns(body);
   INFO(failure);
@@ -449,10 +444,24 @@ bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds tim
   return true;
 }
 
+// Waits until the thread whose id `tid` holds sleeps in the kernel (state S in
+// /proc/self/task/TID/stat): a reader blocked in its read, not one still on its way there.
+bool blocked_in_kernel(const std::atomic<pid_t>& tid) {
+  return eventually([&] {
+    const pid_t t = tid.load();
+    if (t == 0) return false;
+    std::ifstream stat("/proc/self/task/" + std::to_string(t) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto end_of_name = line.rfind(')');
+    return end_of_name != std::string::npos && end_of_name + 2 < line.size() && line[end_of_name + 2] == 'S';
+  });
+}
+
 }  // namespace
 
 TEST_CASE("tun: a UDP datagram from the kernel reads back whole, in one batch", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     step("create");
     auto tun = make_tun(1420);
@@ -487,7 +496,7 @@ TEST_CASE("tun: a UDP datagram from the kernel reads back whole, in one batch", 
 }
 
 TEST_CASE("tun: a partial checksum (NEEDS_CSUM) is completed on read", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     step("create with TUN_F_CSUM negotiated behind the device's back");
     auto tun = make_tun();
@@ -498,7 +507,9 @@ TEST_CASE("tun: a partial checksum (NEEDS_CSUM) is completed on read", "[tunlinu
 
     step("the kernel really sets NEEDS_CSUM");
     send_udp("raw");
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
     for (;;) {
+      EXPECT_MSG(std::chrono::steady_clock::now() < deadline, "no UDP datagram read within 2 s");
       uint8_t raw[2048];
       ssize_t r = ::read(tun->fd(), raw, sizeof raw);
       if (r < 0 && errno == EAGAIN) {
@@ -523,8 +534,8 @@ TEST_CASE("tun: a partial checksum (NEEDS_CSUM) is completed on read", "[tunlinu
   });
 }
 
-TEST_CASE("tun: an ICMP echo written into the TUN is answered; bad packets are skipped", "[tunlinux][root]") {
-  ROOT_ONLY();
+TEST_CASE("tun: an ICMP echo written into the TUN is answered, bad packets are skipped", "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     step("create");
     auto tun = make_tun();
@@ -560,7 +571,7 @@ TEST_CASE("tun: an ICMP echo written into the TUN is answered; bad packets are s
 }
 
 TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     step("create");
     EXPECT(event_threads() == 0);
@@ -594,7 +605,9 @@ TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[
     step("delete while a read is blocked");
     std::error_code read_ec;
     std::atomic<bool> returned{false};
+    std::atomic<pid_t> reader_tid{0};
     std::thread reader([&] {
+      reader_tid = ::gettid();
       Batch b(4, 2048);
       for (;;) {
         std::error_code ec;
@@ -606,7 +619,7 @@ TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[
       }
       returned = true;
     });
-    std::this_thread::sleep_for(50ms);
+    EXPECT(blocked_in_kernel(reader_tid));
     sh("ip link del wgt0");
     EXPECT(log2.expect(tun::Event::down));
     EXPECT(eventually([&] { return returned.load(); }));
@@ -673,19 +686,21 @@ TEST_CASE("tun: a move to another namespace is followed, a deletion there closes
 }
 
 TEST_CASE("tun: close() unblocks a blocked read and removes the interface", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     step("create");
     auto tun = make_tun();
     bring_up();
     std::error_code read_ec;
     std::atomic<bool> returned{false};
+    std::atomic<pid_t> reader_tid{0};
     std::thread reader([&] {
+      reader_tid = ::gettid();
       Batch b(4, 2048);
       tun->read(b.spans, b.sizes, kOffset, read_ec);
       returned = true;
     });
-    std::this_thread::sleep_for(50ms);
+    EXPECT(blocked_in_kernel(reader_tid));
     EXPECT(!returned);
 
     step("close");
@@ -702,7 +717,7 @@ TEST_CASE("tun: close() unblocks a blocked read and removes the interface", "[tu
 }
 
 TEST_CASE("tun: create reports a taken name, a long name and missing permission", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     std::error_code ec;
     step("a long name");
@@ -735,7 +750,7 @@ TEST_CASE("tun: create reports a taken name, a long name and missing permission"
 }
 
 TEST_CASE("tun: from_fd adopts an inherited descriptor with or without a virtio-net header", "[tunlinux][root]") {
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     auto open_tun = [](const char* name, short flags) {
       int fd = ::open("/dev/net/tun", O_RDWR);
