@@ -644,7 +644,7 @@ TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[
 TEST_CASE("tun: a move to another namespace is followed, a deletion there closes", "[tunlinux][root]") {
   // The old namespace hears RTM_DELLINK for a move as for a deletion; the device must
   // follow the interface and keep reporting its events from the new namespace.
-  ROOT_ONLY();
+  WGNET_REQUIRE_ROOT();
   require_in_netns([] {
     const std::string other = "wgnu" + std::to_string(::getpid());
     sh("ip netns del " + other + " 2>/dev/null; ip netns add " + other);
