@@ -24,30 +24,36 @@ TMP=$(mktemp -d /tmp/wgnet-netns.XXXXXX)
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 fail() { log "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
+# finish [WHAT [LINES]]: a suite's verdict. With failures: their count, the last LINES
+# (20) lines of every log, exit 1; otherwise "all WHAT checks passed".
+finish() {
+  local f
+  if [ "$FAILURES" -ne 0 ]; then
+    log "$FAILURES check(s) failed"
+    for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -"${2:-20}" "$f"; }; done
+    exit 1
+  fi
+  log "all ${1:+$1 }checks passed"
+}
 pass() { log "ok: $*"; }
 check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
-# wait_listen NS ADDR:PORT: waits up to 10 s for a TCP socket listening there.
-wait_listen() {
-  local ns=$1 addr=$2 _
+# wait_ss NS WHAT GREP_ARGS...: waits up to 10 s for a listening TCP socket in NS whose
+# local address passes `grep -q GREP_ARGS...`; WHAT names it when none comes.
+wait_ss() {
+  local ns=$1 what=$2 _
+  shift 2
   for _ in $(seq 100); do
-    ip netns exec "$ns" ss -ltnH | awk '{print $4}' | grep -qxF "$addr" && return 0
+    ip netns exec "$ns" ss -ltnH | awk '{print $4}' | grep -q "$@" && return 0
     sleep 0.1
   done
-  log "nothing listens on tcp $addr in $ns"
+  log "nothing listens on tcp $what in $ns"
   return 1
 }
-
-# wait_tcp_port NS PORT: waits up to 10 s for a TCP socket listening on PORT at any
-# address in NS (iperf3 -s -D returns before it listens).
-wait_tcp_port() {
-  local ns=$1 port=$2 _
-  for _ in $(seq 100); do
-    ip netns exec "$ns" ss -ltnH | awk '{print $4}' | grep -qE ":$port\$" && return 0
-    sleep 0.1
-  done
-  log "nothing listens on tcp port $port in $ns"
-  return 1
-}
+# wait_listen NS ADDR:PORT: a TCP socket listening at exactly ADDR:PORT.
+wait_listen() { wait_ss "$1" "$2" -xF "$2"; }
+# wait_tcp_port NS PORT: a TCP socket listening on PORT at any address (iperf3 -s -D
+# returns before it listens).
+wait_tcp_port() { wait_ss "$1" "port $2" -E ":$2\$"; }
 
 # forget_pid PID: forgets a PID that has been waited for, so that cleanup never signals
 # a reused PID.

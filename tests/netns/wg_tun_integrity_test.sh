@@ -143,9 +143,4 @@ pair() { # IMPL_B UDP_RATE SEED
 pair wg-tun "$UDP_RATE_SELF" 1
 pair wireguard-go "$UDP_RATE_WGGO" 3
 
-if [ "$FAILURES" -ne 0 ]; then
-  log "$FAILURES check(s) failed"
-  for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
-  exit 1
-fi
-log "all integrity checks passed"
+finish "integrity"

@@ -106,9 +106,4 @@ check "delete: socket file removed" test ! -e "/var/run/wireguard/$WG_A.sock"
 wait "$pid" 2>/dev/null
 forget_pid "$pid"
 
-if [ "$FAILURES" -gt 0 ]; then
-  log "$FAILURES check(s) failed"
-  for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -30 "$f"; }; done
-  exit 1
-fi
-log "all checks passed"
+finish "" 30

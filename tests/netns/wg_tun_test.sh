@@ -430,9 +430,4 @@ run bad-input && bad_input
 run shutdown && shutdown_checks
 run daemon && daemonize_checks
 
-if [ "$FAILURES" -ne 0 ]; then
-  log "$FAILURES check(s) failed"
-  for f in "$TMP"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
-  exit 1
-fi
-log "all netns checks passed"
+finish "netns"
