@@ -203,6 +203,14 @@ std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, const Options
     m.ifr_mtu = mtu;
     if (!if_ioctl(actual.c_str(), SIOCSIFMTU, m, ec)) return nullptr;
   }
+  if (opts.queue_len > 0) {
+    ifreq q{};
+    if (!if_ioctl(actual.c_str(), SIOCGIFTXQLEN, q, ec)) return nullptr;
+    if (static_cast<unsigned>(q.ifr_qlen) < opts.queue_len) {
+      q.ifr_qlen = static_cast<int>(opts.queue_len);
+      if (!if_ioctl(actual.c_str(), SIOCSIFTXQLEN, q, ec)) return nullptr;
+    }
+  }
   auto tun = open_events(fd.get(), std::move(actual), true, offloads, opts, ec);
   if (tun) fd.release();
   return tun;

@@ -749,6 +749,47 @@ TEST_CASE("tun: create reports a taken name, a long name and missing permission"
   });
 }
 
+// The interface's txqueuelen, through an ioctl (sysfs shows the namespace it was
+// mounted in, not this one).
+int queue_len(const char* name) {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+  EXPECT(::ioctl(s, SIOCGIFTXQLEN, &ifr) == 0);
+  ::close(s);
+  return ifr.ifr_qlen;
+}
+
+TEST_CASE("tun: create raises the queue to queue_len and keeps a longer one", "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    std::error_code ec;
+    step("a new interface: the kernel's 500 raised to 1024");
+    auto tun = make_tun();
+    EXPECT(queue_len(kIf) == 1024);
+    tun.reset();
+
+    step("queue_len 0 leaves the kernel's default");
+    Tun::Options keep;
+    keep.queue_len = 0;
+    tun = Tun::create(kIf, 0, keep, ec);
+    EXPECT_MSG(tun && !ec, ec.message());
+    EXPECT(queue_len(kIf) == 500);
+    tun.reset();
+
+    step("a persistent TUN with a longer queue keeps it");
+    sh(std::string("ip tuntap add mode tun name ") + kIf + " && ip link set " + kIf + " txqueuelen 3000");
+    tun = make_tun();
+    EXPECT(queue_len(kIf) == 3000);
+    tun.reset();
+    sh(std::string("ip link set ") + kIf + " txqueuelen 100");
+    tun = make_tun();
+    EXPECT(queue_len(kIf) == 1024);
+    tun.reset();
+    sh(std::string("ip tuntap del mode tun name ") + kIf);
+  });
+}
+
 TEST_CASE("tun: from_fd adopts an inherited descriptor with or without a virtio-net header", "[tunlinux][root]") {
   WGNET_REQUIRE_ROOT();
   require_in_netns([] {
