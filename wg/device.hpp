@@ -72,7 +72,9 @@ public:
   // --- configuration ---
   void set_private_key(const std::optional<PrivateKey>& key);
   std::optional<PrivateKey> private_key() const;
-  std::error_code set_listen_port(uint16_t port);   // rebinds if up
+  // Rebinds if up; a port that cannot be had (errc::address_in_use for either family)
+  // leaves the device listening where it was.
+  std::error_code set_listen_port(uint16_t port);
   uint16_t listen_port() const;
   std::error_code set_fwmark(uint32_t mark);
   uint32_t fwmark() const;
