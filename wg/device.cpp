@@ -111,6 +111,19 @@ void Device::close_bind_locked() {
   receivers_.clear();
 }
 
+bool Device::pause_after_error(unsigned& failures) {
+  ++failures;
+  if (failures > 1) {
+    // 1 ms, 2 ms, ... up to kErrorBackoffMax, in slices so that close() is not held up.
+    auto wait = std::min(std::chrono::milliseconds(int64_t{1} << std::min(failures - 2, 16u)), kErrorBackoffMax);
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (!closing_ && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(),
+                                                                               std::chrono::milliseconds(10)));
+  }
+  return !closing_;
+}
+
 std::error_code Device::up() {
   std::lock_guard lock(bind_mu_);
   if (up_ || closing_) return {};

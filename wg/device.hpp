@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <shared_mutex>
+#include <chrono>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -116,6 +117,12 @@ private:
     conn::Endpoint from;
   };
 
+  // After a failed read from the TUN or a socket: the first failure is retried at once,
+  // then the wait doubles from 1 ms to kErrorBackoffMax while failures go on, so a
+  // device or socket that fails every call cannot take a core or flood the log.
+  // `failures` counts them (the caller zeroes it after a good read). False once closing.
+  bool pause_after_error(unsigned& failures);
+  static constexpr std::chrono::milliseconds kErrorBackoffMax{250};
   // send.cpp
   void tun_reader();
   void stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n);
