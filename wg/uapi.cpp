@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -473,8 +473,14 @@ void Server::accept_loop() {
       spare_fd_ = -1;
       fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     }
-    if (fd >= 0) {
-      take(fd, room);
+    if (fd >= 0 && room) {
+      take(fd, true);
+    } else if (fd >= 0) {
+      // Accepted on the reserve descriptor with nothing to close to make room: holding it
+      // would leave no reserve for the next one.
+      log::error("UAPI: out of file descriptors, connection refused");
+      write_errno(fd, kErrorNoDescriptors);
+      ::close(fd);
     } else {
       // The evicted connection's thread has not closed its fd yet: give it a moment
       // instead of spinning on a backlog we cannot take.
@@ -484,14 +490,6 @@ void Server::accept_loop() {
 }
 
 void Server::take(int fd, bool room_made) {
-  if (!room_made && spare_fd_ < 0) {
-    // Accepted on the reserve descriptor with nothing closed to make room: holding it
-    // would leave no reserve for the next one.
-    log::error("UAPI: out of file descriptors, connection refused");
-    write_errno(fd, kErrorNoDescriptors);
-    ::close(fd);
-    return;
-  }
   std::lock_guard lock(mu_);
   if (stopping_) {
     ::close(fd);

@@ -85,7 +85,9 @@ private:
     std::thread thread;
   };
   void accept_loop();
-  // Accepts one pending connection and starts serving it, or answers it and closes it.
+  // Starts serving an accepted connection (or answers it -EAGAIN and closes it when no
+  // thread can be had). Past max_connections it first closes the quietest one, unless
+  // room_made says the caller has.
   void take(int fd, bool room_made);
   // Shuts down the waiting connection quiet longest; false if none waits. Holds mu_.
   bool evict_locked();

@@ -128,6 +128,12 @@ for _ in $(seq 50); do [ -S "/var/run/wireguard/$WG_L.sock" ] && break; sleep 0.
 na wg set "$WG_L" private-key "$TMP/a.key" listen-port 51830
 na ip link set "$WG_L" up
 check "limited: daemon started" show_ok "$WG_L"
+# The interface comes up asynchronously: count descriptors once its two UDP sockets exist.
+for _ in $(seq 50); do
+  [ "$(na ss -uanpH | grep -c "pid=$LPID,")" -ge 2 ] && break
+  sleep 0.1
+done
+check "limited: UDP sockets open" test "$(na ss -uanpH | grep -c "pid=$LPID,")" -ge 2
 L_FDS=$(fd_count "$LPID")
 log "limited: $L_FDS descriptors open, limit $(awk '/open files/ {print $4}' "/proc/$LPID/limits")"
 "${ABUSE[@]}" idle "/var/run/wireguard/$WG_L.sock" 200 8 >"$TMP/idle_l.out" 2>&1 &
