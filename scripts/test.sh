@@ -2,8 +2,8 @@
 # The whole test suite, as CI runs it: every test on the default build (the golden
 # handshake's independent check among them), the unit tests again under ASan+UBSan, the
 # device, seam-fault and UAPI server tests under TSan, and each fuzz target briefly. Each
-# ctest run prints how many tests were skipped; with CI=true (.ci/run) a skipped root case, namespace suite or
-# golden check fails the run.
+# ctest run prints how many tests were skipped; with CI=true (.ci/run) a skipped root
+# case, namespace suite or golden check fails the run.
 # Usage: scripts/test.sh [--quick | --fuzz]   (--quick: default build only; --fuzz: only
 # the fuzz stage)
 set -euo pipefail
