@@ -4,12 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <limits>
 #include <memory>
 #include <shared_mutex>
-#include <chrono>
 #include <string>
 #include <thread>
 #include <unordered_map>
