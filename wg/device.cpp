@@ -112,6 +112,19 @@ void Device::close_bind_locked() {
   receivers_.clear();
 }
 
+bool Device::pause_after_error(unsigned& failures) {
+  ++failures;
+  if (failures > 1) {
+    // 1 ms, 2 ms, ... up to kErrorBackoffMax, in slices so that close() is not held up.
+    auto wait = std::min(std::chrono::milliseconds(int64_t{1} << std::min(failures - 2, 16u)), kErrorBackoffMax);
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (!closing_ && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(),
+                                                                               std::chrono::milliseconds(10)));
+  }
+  return !closing_;
+}
+
 std::error_code Device::up() {
   std::lock_guard lock(bind_mu_);
   if (up_ || closing_) return {};
@@ -172,17 +185,32 @@ std::optional<PrivateKey> Device::private_key() const {
   return identity_->private_key;
 }
 
+// As the kernel does (socket.c wg_socket_init is called before the old sockets go): a
+// port that cannot be had leaves the device on the port it had, both families, and
+// reports why. One Bind holds one pair of sockets, so the old pair is closed, the new
+// one tried, and on failure the old port opened again (it was ours a moment ago).
 std::error_code Device::set_listen_port(uint16_t port) {
   std::lock_guard lock(bind_mu_);
+  uint16_t old;
   {
     std::unique_lock cl(config_mu_);
     if (port == listen_port_ && (port != 0 || !up_)) return {};
+    old = listen_port_;
     listen_port_ = port;
   }
   if (!up_) return {};
   close_bind_locked();
   auto ec = open_bind_locked();
-  if (ec) up_ = false;
+  if (!ec) return {};
+  {
+    std::unique_lock cl(config_mu_);
+    listen_port_ = old;
+  }
+  if (auto again = open_bind_locked()) {
+    // Taken in that instant too: no sockets now. The device stays up so that the next
+    // listen-port change (or down and up) opens them.
+    log::error("listen port {}: {}; port {} cannot be had again: {}", port, ec.message(), old, again.message());
+  }
   return ec;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <limits>
@@ -80,7 +81,9 @@ public:
   // --- configuration ---
   void set_private_key(const std::optional<PrivateKey>& key);
   std::optional<PrivateKey> private_key() const;
-  std::error_code set_listen_port(uint16_t port);   // rebinds if up
+  // Rebinds if up; a port that cannot be had (errc::address_in_use for either family)
+  // leaves the device listening where it was.
+  std::error_code set_listen_port(uint16_t port);
   uint16_t listen_port() const;
   std::error_code set_fwmark(uint32_t mark);
   uint32_t fwmark() const;
@@ -122,6 +125,12 @@ private:
     conn::Endpoint from;
   };
 
+  // After a failed read from the TUN or a socket: the first failure is retried at once,
+  // then the wait doubles from 1 ms to kErrorBackoffMax while failures go on, so a
+  // device or socket that fails every call cannot take a core or flood the log.
+  // `failures` counts them (the caller zeroes it after a good read). False once closing.
+  bool pause_after_error(unsigned& failures);
+  static constexpr std::chrono::milliseconds kErrorBackoffMax{250};
   // send.cpp
   void tun_reader();
   void stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n);

@@ -53,6 +53,7 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
   std::array<conn::Endpoint, kMaxBatch> eps;
   if (buffers_.take(bufs.data(), batch_) < batch_) return;  // take() gives all or blocks
   size_t have = batch_;
+  unsigned failures = 0;  // receives failed in a row
 
   for (;;) {
     for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize};
@@ -61,9 +62,11 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
                        std::span(eps.data(), have), ec);
     if (ec) {
       if (ec == std::errc::operation_canceled || closing_) break;
-      log::verbose("receive: {}", ec.message());
+      if (failures == 0) log::verbose("receive: {}", ec.message());
+      if (!pause_after_error(failures)) break;
       continue;
     }
+    failures = 0;
 
     // Batches being built in this pass, one per keypair (usually one in all).
     std::array<Batch*, 8> open{};

@@ -25,6 +25,7 @@ void Device::tun_reader() {
   std::array<size_t, kMaxBatch> sizes{};
   std::array<PeerPtr, kMaxBatch> route;
   size_t have = 0;
+  unsigned failures = 0;  // reads failed in a row
 
   while (!closing_) {
     while (have < batch_) {
@@ -39,9 +40,12 @@ void Device::tun_reader() {
     size_t n = tun_.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
     if (ec) {
       if (ec == std::errc::operation_canceled || closing_) break;
-      log::error("tun read: {}", ec.message());
+      // Logged once per run of failures; a device failing every read is not spun on.
+      if (failures == 0) log::error("tun read: {}", ec.message());
+      if (!pause_after_error(failures)) break;
       continue;
     }
+    failures = 0;
 
     {
       std::shared_lock lock(config_mu_);

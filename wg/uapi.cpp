@@ -1,6 +1,7 @@
 // UAPI: the text protocol of wireguard-go's ipc package, over any stream fd.
 #include "wg/uapi.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,6 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -23,6 +27,24 @@ bool parse_uint(std::string_view s, T& out) {
   if (s.empty()) return false;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc{} && end == s.data() + s.size();
+}
+
+// A client's bytes as they go into a log line: control and non-ASCII bytes as \xNN (no
+// terminal escapes from a hostile client), at most 64 of them.
+std::string printable(std::string_view s) {
+  constexpr size_t kMax = 64;
+  std::string out;
+  for (unsigned char c : s.substr(0, kMax)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (s.size() > kMax) out += "...";
+  return out;
 }
 
 struct SetError {
@@ -72,7 +94,7 @@ private:
       dev_.remove_all_peers();
       return std::nullopt;
     }
-    return SetError{kErrorInvalid, "invalid UAPI device key: " + std::string(key)};
+    return SetError{kErrorInvalid, "invalid UAPI device key: " + printable(key)};
   }
 
   std::optional<SetError> begin_peer(std::string_view value) {
@@ -111,7 +133,7 @@ private:
     }
     if (key == "endpoint") {
       auto ep = conn::Endpoint::parse(value);
-      if (!ep) return SetError{kErrorInvalid, "invalid endpoint: " + std::string(value)};
+      if (!ep) return SetError{kErrorInvalid, "invalid endpoint: " + printable(value)};
       if (peer_) dev_.set_endpoint(*peer_, *ep);
       return std::nullopt;
     }
@@ -131,7 +153,7 @@ private:
       if (remove) value.remove_prefix(1);
       auto p = IpPrefix::parse(value);
       if (!p || value.find('/') == std::string_view::npos)
-        return SetError{kErrorInvalid, "invalid allowed_ip: " + std::string(value)};
+        return SetError{kErrorInvalid, "invalid allowed_ip: " + printable(value)};
       if (peer_) {
         if (remove) dev_.remove_allowed_ip(*peer_, *p);
         else dev_.add_allowed_ip(*peer_, *p);
@@ -142,7 +164,7 @@ private:
       if (value != "1") return SetError{kErrorInvalid, "invalid protocol_version"};
       return std::nullopt;
     }
-    return SetError{kErrorInvalid, "invalid UAPI peer key: " + std::string(key)};
+    return SetError{kErrorInvalid, "invalid UAPI peer key: " + printable(key)};
   }
 
   Device& dev_;
@@ -151,9 +173,30 @@ private:
   PeerPtr peer_;
 };
 
-bool write_all(int fd, std::string_view s) {
+// Marks the connection as waiting for its client while it blocks (in a read or a write),
+// which is when the server may close it to make room.
+class Waiting {
+public:
+  explicit Waiting(ConnActivity* a) : a_(a) {
+    if (a_) a_->waiting = true;
+  }
+  ~Waiting() {
+    if (a_) a_->waiting = false;
+  }
+  Waiting(const Waiting&) = delete;
+  Waiting& operator=(const Waiting&) = delete;
+
+private:
+  ConnActivity* a_;
+};
+
+bool write_all(int fd, std::string_view s, ConnActivity* activity) {
   while (!s.empty()) {
-    ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    ssize_t n;
+    {
+      Waiting w(activity);
+      n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    }
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     s.remove_prefix(static_cast<size_t>(n));
@@ -161,12 +204,18 @@ bool write_all(int fd, std::string_view s) {
   return true;
 }
 
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // Line reader over a blocking fd, bounded so a client cannot make us buffer without end.
 class LineReader {
 public:
-  explicit LineReader(int fd) : fd_(fd) {}
-  // False on EOF/error or an over-long line.
-  bool next(std::string& line) {
+  enum class Status { line, end, too_long };
+  LineReader(int fd, ConnActivity* activity) : fd_(fd), activity_(activity) {}
+  // `end`: EOF, an error, or the fd shut down.
+  Status next(std::string& line) {
     for (;;) {
       auto nl = buf_.find('\n', pos_);
       if (nl != std::string::npos) {
@@ -176,23 +225,32 @@ public:
           buf_.erase(0, pos_);
           pos_ = 0;
         }
-        return true;
+        return Status::line;
       }
-      if (buf_.size() - pos_ > kMaxLine) return false;
+      if (buf_.size() - pos_ > kMaxLine) return Status::too_long;
       char tmp[4096];
-      ssize_t n = ::read(fd_, tmp, sizeof tmp);
+      ssize_t n;
+      {
+        Waiting w(activity_);
+        n = ::read(fd_, tmp, sizeof tmp);
+      }
+      if (activity_) activity_->last_read_ns = steady_now_ns();
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
+      if (n <= 0) return Status::end;
       buf_.append(tmp, static_cast<size_t>(n));
     }
   }
 
 private:
-  static constexpr size_t kMaxLine = 1 << 16;
   int fd_;
+  ConnActivity* activity_;
   std::string buf_;
   size_t pos_ = 0;
 };
+
+bool write_errno(int fd, int code, ConnActivity* activity = nullptr) {
+  return write_all(fd, "errno=" + std::to_string(code) + "\n\n", activity);
+}
 
 }  // namespace
 
@@ -274,48 +332,69 @@ int set(Device& dev, std::string_view lines, std::string* error) {
   return 0;
 }
 
-void serve(Device& dev, int fd) {
-  LineReader reader(fd);
+void serve(Device& dev, int fd, ConnActivity* activity) {
+  using Status = LineReader::Status;
+  LineReader reader(fd, activity);
   std::string line;
-  while (reader.next(line)) {
-    if (line == "get=1") {
-      // The request ends with a blank line.
-      if (!reader.next(line) || !line.empty()) {
-        write_all(fd, "errno=" + std::to_string(kErrorProtocol) + "\n\n");
-        return;
+  for (;;) {
+    Status st = reader.next(line);
+    if (st == Status::end) return;
+    if (st == Status::line && line == "get=1") {
+      // The request ends with a blank line; anything else there is invalid (wireguard-go:
+      // "trailing character in UAPI get").
+      st = reader.next(line);
+      if (st == Status::end) return;
+      if (st != Status::line || !line.empty()) {
+        log::error("UAPI get: trailing characters");
+        if (!write_errno(fd, kErrorInvalid, activity) || st == Status::too_long) return;
+        continue;
       }
       // Written as it is formatted: a client that hangs up stops the dump at once.
-      bool ok = get(dev, [fd](std::string_view piece) { return write_all(fd, piece); });
-      if (!ok || !write_all(fd, "errno=0\n\n")) return;
-    } else if (line == "set=1") {
+      bool ok = get(dev, [fd, activity](std::string_view piece) { return write_all(fd, piece, activity); });
+      if (!ok || !write_errno(fd, 0, activity)) return;
+    } else if (st == Status::line && line == "set=1") {
+      // The whole request is read before any of it is applied: a request that never ends
+      // changes nothing and holds no lock, so `wg show` keeps working meanwhile (in
+      // wireguard-go it holds the device's UAPI lock and `wg show` waits), and a request
+      // cut short by EOF is not applied, as the kernel never applies half a netlink
+      // message.
       std::string request;
-      bool ended = false;
-      while (reader.next(line)) {
-        if (line.empty()) {
-          ended = true;
+      Status last;
+      for (;;) {
+        last = reader.next(line);
+        if (last != Status::line || line.empty()) break;
+        if (request.size() + line.size() + 1 > kMaxRequest) {
+          last = Status::too_long;
           break;
         }
         request += line;
         request += '\n';
       }
-      if (!ended) {
-        secure_wipe(request.data(), request.size());
-        return;
+      // Cut short by EOF: nothing is applied; a client that only half-closed still
+      // reads why (wireguard-go would apply what it had read).
+      int code = last == Status::end ? kErrorProtocol : kErrorIo;
+      if (last == Status::line) {
+        std::string reason;
+        code = set(dev, request, &reason);
+        if (code != 0) log::error("UAPI set: {}", reason);
+      } else if (last == Status::too_long) {
+        log::error("UAPI set: a line over {} bytes or a request over {} bytes", kMaxLine, kMaxRequest);
       }
-      std::string reason;
-      int code = set(dev, request, &reason);
       secure_wipe(request.data(), request.size());
-      if (code != 0) log::error("UAPI set: {}", reason);
-      if (!write_all(fd, "errno=" + std::to_string(code) + "\n\n")) return;
+      if (!write_errno(fd, code, activity) || last != Status::line) return;
     } else {
+      // Not a request (or a line too long to be one): answered, then the connection
+      // ends, since what follows cannot be parsed. wireguard-go closes without an answer.
       log::error("UAPI: invalid operation");
-      write_all(fd, "errno=" + std::to_string(kErrorInvalid) + "\n\n");
+      write_errno(fd, kErrorInvalid, activity);
       return;
     }
   }
 }
 
-Server::Server(Device& dev, int listen_fd) : dev_(dev), listen_fd_(listen_fd) {
+Server::Server(Device& dev, int listen_fd, size_t max_connections)
+    : dev_(dev), listen_fd_(listen_fd), max_connections_(std::max<size_t>(1, max_connections)) {
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
@@ -326,43 +405,113 @@ void Server::stop() {
   ::shutdown(listen_fd_, SHUT_RDWR);
   acceptor_.join();
   ::close(listen_fd_);
-  std::vector<Conn> conns;
+  if (spare_fd_ >= 0) ::close(spare_fd_);
+  std::list<Conn> conns;
   {
     std::lock_guard lock(mu_);
-    for (auto& c : conns_) ::shutdown(c.fd, SHUT_RDWR);
+    for (auto& c : conns_)
+      if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
     conns.swap(conns_);
   }
-  for (auto& c : conns) {
+  for (auto& c : conns) c.thread.join();
+}
+
+size_t Server::connections() {
+  std::lock_guard lock(mu_);
+  return static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const Conn& c) { return c.fd >= 0; }));
+}
+
+void Server::reap_locked() {
+  std::erase_if(conns_, [](Conn& c) {
+    if (c.fd >= 0) return false;
     c.thread.join();
-    ::close(c.fd);
+    return true;
+  });
+}
+
+bool Server::evict_locked() {
+  Conn* victim = nullptr;
+  for (auto& c : conns_) {
+    if (c.fd < 0 || !c.activity.waiting) continue;
+    if (!victim || c.activity.last_read_ns < victim->activity.last_read_ns) victim = &c;
   }
+  if (!victim) return false;
+  // Its thread's read() returns 0 and the thread closes the fd; shut down once only.
+  victim->activity.waiting = false;
+  victim->activity.last_read_ns = INT64_MAX;
+  ::shutdown(victim->fd, SHUT_RDWR);
+  return true;
 }
 
 void Server::accept_loop() {
   while (!stopping_) {
     pollfd pfd{listen_fd_, POLLIN, 0};
     int r = ::poll(&pfd, 1, 200);
-    if (r <= 0) continue;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    std::lock_guard lock(mu_);
-    if (stopping_) {
-      ::close(fd);
-      break;
+    {
+      // Join the threads of connections that ended (their fds are closed already).
+      std::lock_guard lock(mu_);
+      reap_locked();
     }
-    // Reap connections that ended, so a long-running daemon does not collect threads.
-    std::erase_if(conns_, [](Conn& c) {
-      if (!c.finished->load()) return false;
-      c.thread.join();
+    if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (r <= 0 || stopping_) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      take(fd, false);
+      continue;
+    }
+    if (errno != EMFILE && errno != ENFILE) continue;
+    // Out of descriptors, with a connection in the backlog that poll() will report again
+    // at once. Make room by closing the connection quiet longest, and accept this one on
+    // the reserve descriptor; with nothing to close, it is answered and closed.
+    bool room;
+    {
+      std::lock_guard lock(mu_);
+      room = evict_locked();
+    }
+    if (spare_fd_ >= 0) {
+      ::close(spare_fd_);
+      spare_fd_ = -1;
+      fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    }
+    if (fd >= 0 && room) {
+      take(fd, true);
+    } else if (fd >= 0) {
+      // Accepted on the reserve descriptor with nothing to close to make room: holding it
+      // would leave no reserve for the next one.
+      log::error("UAPI: out of file descriptors, connection refused");
+      write_errno(fd, kErrorNoDescriptors);
+      ::close(fd);
+    } else {
+      // The evicted connection's thread has not closed its fd yet: give it a moment
+      // instead of spinning on a backlog we cannot take.
+      ::poll(nullptr, 0, 10);
+    }
+  }
+}
+
+void Server::take(int fd, bool room_made) {
+  std::lock_guard lock(mu_);
+  if (stopping_) {
+    ::close(fd);
+    return;
+  }
+  size_t open = static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const Conn& c) { return c.fd >= 0; }));
+  if (open >= max_connections_ && !room_made) evict_locked();
+  Conn& c = conns_.emplace_back();
+  c.fd = fd;
+  c.activity.last_read_ns = steady_now_ns();
+  try {
+    c.thread = std::thread([this, &c] {
+      serve(dev_, c.fd, &c.activity);
+      std::lock_guard lock(mu_);
       ::close(c.fd);
-      return true;
+      c.fd = -1;
     });
-    auto finished = std::make_shared<std::atomic<bool>>(false);
-    conns_.push_back({fd, std::thread([this, fd, finished] {
-                        serve(dev_, fd);
-                        finished->store(true);
-                      }),
-                      finished});
+  } catch (const std::system_error&) {
+    log::error("UAPI: cannot start a thread, connection refused");
+    write_errno(fd, kErrorNoThread);
+    ::close(fd);
+    conns_.pop_back();
   }
 }
 

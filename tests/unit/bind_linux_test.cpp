@@ -887,6 +887,87 @@ TEST_CASE("bind linux: another refusal of a segmented send resends it unsegmente
   refusal_errno = EIO;
 }
 
+// ---- faults from sendmmsg ---------------------------------------------------------
+
+namespace {
+
+// A sendmmsg that fails as a loaded kernel does, on a script: call i takes fault i.
+// EINTR (a signal), EAGAIN (the socket buffer is full: here the socket is writable again
+// at once) and ENOBUFS (the device queue or kernel memory ran out) send nothing; a
+// partial send takes only the first message, as sendmmsg does when a later one would
+// block. Past the script every call is the real one.
+enum class SendFault { none, eintr, eagain, partial, enobufs };
+std::vector<SendFault> fault_script;
+std::atomic<size_t> fault_calls{0};
+
+int faulty_sendmmsg(int fd, mmsghdr* msgs, unsigned n, int flags) {
+  const size_t i = fault_calls++;
+  switch (i < fault_script.size() ? fault_script[i] : SendFault::none) {
+    case SendFault::eintr:
+      errno = EINTR;
+      return -1;
+    case SendFault::eagain:
+      errno = EAGAIN;
+      return -1;
+    case SendFault::enobufs:
+      errno = ENOBUFS;
+      return -1;
+    case SendFault::partial:
+      return ::sendmmsg(fd, msgs, std::min(n, 1u), flags);
+    case SendFault::none:
+      break;
+  }
+  return ::sendmmsg(fd, msgs, n, flags);
+}
+
+}  // namespace
+
+TEST_CASE("bind linux: EINTR, EAGAIN and partial sends from sendmmsg lose nothing", "[bind]") {
+  const bool gso = GENERATE(false, true);
+  if (gso && !kernel_gso()) WGNET_SKIP("the kernel has no UDP GSO");
+  INFO("gso " << gso);
+  using F = SendFault;
+  fault_script.clear();
+  for (int round = 0; round < 2; ++round)
+    fault_script.insert(fault_script.end(), {F::eintr, F::partial, F::eagain, F::partial, F::eintr, F::none});
+  fault_calls = 0;
+  LinuxBind::Options oa = options(gso, true);
+  oa.sendmmsg = faulty_sendmmsg;
+  Pair p(oa, options(true, true));
+  auto sent = concat({equal_batch(128, 1420, 31, 700), sized_batch({1, 200, 1420, 64, 64, 64, 9000}, 32),
+                      equal_batch(100, 500, 33)});
+  Collector at_b(p.b, p.fb[0], 3 * sent.size(), 65600);
+  Endpoint to_b = endpoint(loopback(4, p.pb));
+  for (int i = 0; i < 3; ++i) send_batch(p.a, sent, to_b);  // each send reports no error
+  CHECK(fault_calls > fault_script.size());  // the whole script was played, then real calls
+  fault_script.clear();
+  check_from(at_b.get(), concat({sent, sent, sent}), 4, p.pa);
+}
+
+TEST_CASE("bind linux: ENOBUFS from sendmmsg is reported, the next send goes whole", "[bind]") {
+  // The kernel's WireGuard drops a packet its UDP tunnel cannot send (ENOBUFS: a full
+  // device queue); here the datagrams before the refused one went, the rest of that
+  // batch is dropped and the error reported, and the next batch goes whole.
+  using F = SendFault;
+  fault_script = {F::partial, F::enobufs};
+  fault_calls = 0;
+  LinuxBind::Options oa = options(false, true);
+  oa.sendmmsg = faulty_sendmmsg;
+  Pair p(oa, options(false, true));
+  auto first = equal_batch(128, 1000, 34);
+  auto second = equal_batch(128, 1000, 35);
+  Collector at_b(p.b, p.fb[0], 1 + second.size(), 65600);
+  Endpoint to_b = endpoint(loopback(4, p.pb));
+  std::vector<std::span<const uint8_t>> spans(first.begin(), first.end());
+  std::error_code ec;
+  p.a.send(spans, to_b, ec);
+  CHECK(ec == std::errc::no_buffer_space);
+  CHECK(fault_calls == 2);  // not retried in a loop
+  send_batch(p.a, second, to_b);
+  fault_script.clear();
+  check_from(at_b.get(), concat({Datagrams(first.begin(), first.begin() + 1), second}), 4, p.pa);
+}
+
 // ---- parse_control ---------------------------------------------------------------
 
 namespace {

@@ -327,6 +327,41 @@ TEST_CASE("device: reconfiguration while traffic flows", "[device]") {
   CHECK(through);
 }
 
+TEST_CASE("device: a listen port in use is refused and the old one keeps working", "[device]") {
+  // As in the kernel: `wg set listen-port` to a taken port fails with EADDRINUSE and the
+  // device keeps its sockets. It used to close them first and stay without any, and
+  // ignore every later listen-port change, until the interface went down and up.
+  Pair pr;
+  pr.a.tun.inject(ip4_packet(1, 2, 1));
+  REQUIRE(pr.b.tun.take(5s));
+  const uint16_t old_port = pr.b.dev.listen_port();
+  conn::MemoryBind squatter(pr.net);
+  uint16_t taken = 0;
+  std::error_code ec;
+  squatter.open(0, taken, ec);
+  REQUIRE(!ec);
+  CHECK(pr.b.dev.set_listen_port(taken) == std::errc::address_in_use);
+  CHECK(pr.b.dev.listen_port() == old_port);
+  pr.a.tun.inject(ip4_packet(1, 2, 2));
+  auto got = pr.b.tun.take(5s);
+  REQUIRE(got);
+  CHECK(seq_of(*got) == 2);
+  pr.b.tun.inject(ip4_packet(2, 1, 3));
+  REQUIRE(pr.a.tun.take(5s));
+  // Once the port is free, the change works (b's new port reaches a with b's next packet).
+  squatter.close();
+  CHECK(!pr.b.dev.set_listen_port(taken));
+  CHECK(pr.b.dev.listen_port() == taken);
+  pr.b.tun.inject(ip4_packet(2, 1, 4));
+  got = pr.a.tun.take(5s);
+  REQUIRE(got);
+  CHECK(seq_of(*got) == 4);
+  pr.a.tun.inject(ip4_packet(1, 2, 5));
+  got = pr.b.tun.take(5s);
+  REQUIRE(got);
+  CHECK(seq_of(*got) == 5);
+}
+
 TEST_CASE("device: UAPI get → set → get is a fixed point", "[device][uapi]") {
   Pair pr;
   std::string err;

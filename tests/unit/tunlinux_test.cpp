@@ -38,6 +38,11 @@
 #include <thread>
 #include <vector>
 
+#include "bind/memory.hpp"
+#include "seam_faults.hpp"
+#include "tun/memory.hpp"
+#include "wg/device.hpp"
+
 #include "skip.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/tun.hpp"
@@ -835,5 +840,73 @@ TEST_CASE("tun: from_fd adopts an inherited descriptor with or without a virtio-
     EXPECT_MSG(tun && !ec, ec.message());
     bring_up();
     ping_through(*tun, 11, 0);
+  });
+}
+
+// The core over the real TUN with read faults injected around it (tests/unit/
+// seam_faults.hpp): transient EINTR/EAGAIN/ENOBUFS lose nothing the kernel queued, and a
+// read that fails every call is retried with a backoff, not spun on.
+//
+//   UDP socket -> kernel -> wgt0 (Tun) -> FaultyTun -> Device A -> MemoryBind ->
+//   Device B -> MemoryDevice (counts the datagrams)
+TEST_CASE("tun: the core over a real TUN survives read faults and does not spin on a failing read",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    using namespace std::chrono_literals;
+    step("two devices");
+    auto tun = make_tun(1420);
+    wgnet_test::FaultyTun faulty(*tun);
+    conn::MemoryNetwork net;
+    conn::MemoryBind bind_a(net), bind_b(net);
+    tun::MemoryDevice mem_b;
+    wg::Device a(faulty, bind_a), b(mem_b, bind_b);
+    wg::PrivateKey ka = wg::crypto::generate_private_key(), kb = wg::crypto::generate_private_key();
+    a.set_private_key(ka);
+    b.set_private_key(kb);
+    EXPECT(!a.up());
+    EXPECT(!b.up());
+    auto to_b = a.add_peer(wg::crypto::public_key(kb));
+    auto to_a = b.add_peer(wg::crypto::public_key(ka));
+    a.add_allowed_ip(*to_b, *wg::IpPrefix::parse("198.19.0.2/32"));
+    b.add_allowed_ip(*to_a, *wg::IpPrefix::parse("198.19.0.1/32"));
+    a.set_endpoint(*to_b, conn::MemoryBind::endpoint_for(b.listen_port()));
+    bring_up();
+    // Datagrams to 198.19.0.2:9 that reach B, in order, within 5 s each.
+    auto arrive = [&](int from, int count) {
+      for (int i = from; i < from + count; ++i) {
+        for (;;) {
+          auto p = mem_b.take(5s);
+          EXPECT_MSG(p, "datagram " + std::to_string(i) + " never reached B");
+          if (!is_udp_to_discard(*p)) continue;
+          std::string got(p->begin() + 28, p->end());
+          EXPECT_MSG(got == "datagram " + std::to_string(i), "got '" + got + "' for datagram " + std::to_string(i));
+          break;
+        }
+      }
+    };
+
+    step("transient read faults");
+    faulty.read_faults.script({EINTR, 0, EAGAIN, 0, ENOBUFS, 0}, 4);
+    for (int i = 0; i < 40; ++i) {
+      send_udp("datagram " + std::to_string(i));
+      arrive(i, 1);  // one read per datagram, so that the script is played
+    }
+    EXPECT(faulty.read_faults.script_done());
+
+    step("a read that fails every call");
+    faulty.read_faults.set_persistent(EIO);
+    send_udp("datagram 40");  // brings the reader back from the real read
+    arrive(40, 1);
+    const uint64_t before = faulty.read_faults.calls;
+    std::this_thread::sleep_for(500ms);
+    const uint64_t calls = faulty.read_faults.calls - before;
+    EXPECT_MSG(calls >= 2 && calls <= 30, std::to_string(calls) + " failing reads in 500 ms");
+    for (int i = 41; i < 51; ++i) send_udp("datagram " + std::to_string(i));  // queued in the kernel
+    faulty.read_faults.set_persistent(0);
+    arrive(41, 10);
+    EXPECT(tun->counters().read_dropped == 0);
+    a.close();
+    b.close();
   });
 }
