@@ -49,8 +49,10 @@ std::optional<HttpVerdict> verdict_for_read_error(const boost::system::error_cod
   if (ec == http::error::header_limit)
     return refusal(http::status::request_header_fields_too_large,
                    "request header larger than " + std::to_string(kHeaderLimit) + " bytes");
-  if (ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset ||
-      ec == boost::asio::error::operation_aborted)
+  // Closed before the first byte: Beast says end_of_stream (asio's eof never reaches
+  // here); a reply would only linger on a connection nobody reads.
+  if (ec == http::error::end_of_stream || ec == boost::asio::error::eof ||
+      ec == boost::asio::error::connection_reset || ec == boost::asio::error::operation_aborted)
     return std::nullopt;
   return refusal(http::status::bad_request, "malformed request: " + ec.message());
 }

@@ -56,3 +56,13 @@ TEST_CASE("http request: read errors", "[http]") {
   REQUIRE(bad);
   CHECK(bad->status == http::status::bad_request);
 }
+
+TEST_CASE("http request: a client that closes before sending a byte gets no reply", "[http]") {
+  // Beast reports end_of_stream, never asio's eof, for a connection closed before its
+  // first byte (a port scan, a health probe); a 400 to it only lingers for nothing.
+  CHECK_FALSE(verdict_for_read_error(http::error::end_of_stream));
+  // Half a header and then EOF is a malformed request: the client may still read.
+  auto half = verdict_for_read_error(http::error::partial_message);
+  REQUIRE(half);
+  CHECK(half->status == http::status::bad_request);
+}
