@@ -29,7 +29,8 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       staged_limit_(std::max<size_t>(options.buffer_limit / 4, 1)),
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
-                                                              : kInlineBatch) {
+                                                              : kInlineBatch),
+      hs_load_(options.handshake_queue) {
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
   // Named for ps, top -H, perf and gdb (a thread otherwise inherits its creator's name).
   for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] {
@@ -235,6 +236,10 @@ void Device::remove_peer(const PublicKey& key) {
   }
   p->removed_ = true;
   {
+    std::lock_guard el(p->endpoint_mu_);
+    store_endpoint(*p, nullptr);
+  }
+  {
     std::lock_guard tl(p->timers_mu_);
     p->timers_.stop();
   }
@@ -272,7 +277,27 @@ PresharedKey Device::preshared_key(Peer& p) {
 
 void Device::set_endpoint(Peer& p, const conn::Endpoint& ep) {
   std::lock_guard lock(p.endpoint_mu_);
-  p.endpoint_ = ep;
+  store_endpoint(p, &ep);
+}
+
+void Device::store_endpoint(Peer& p, const conn::Endpoint* ep) {
+  const auto& old = p.endpoint_;
+  if (!(old && ep && old->same_destination(*ep)) && (old || ep)) {
+    uint8_t b[18];
+    std::lock_guard lock(known_mu_);
+    if (old) {
+      auto it = known_endpoints_.find(std::string(reinterpret_cast<char*>(b), old->destination_bytes(b)));
+      if (it != known_endpoints_.end() && --it->second == 0) known_endpoints_.erase(it);
+    }
+    if (ep) ++known_endpoints_[std::string(reinterpret_cast<char*>(b), ep->destination_bytes(b))];
+  }
+  if (ep) p.endpoint_ = *ep;
+  else p.endpoint_.reset();
+}
+
+bool Device::known_endpoint(std::span<const uint8_t> destination) {
+  std::lock_guard lock(known_mu_);
+  return known_endpoints_.contains(std::string(reinterpret_cast<const char*>(destination.data()), destination.size()));
 }
 
 void Device::set_persistent_keepalive(Peer& p, uint16_t seconds) {

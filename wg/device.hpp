@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <shared_mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "tun/device.hpp"
 #include "wg/allowed_ips.hpp"
 #include "wg/cookie.hpp"
+#include "wg/handshake_load.hpp"
 #include "wg/index_table.hpp"
 #include "wg/noise.hpp"
 #include "wg/peer.hpp"
@@ -33,7 +35,9 @@ struct DeviceOptions {
   // 1024 carried 15 % more TCP than 8192 (RSS 67 MB against 150), and 512 as much as
   // 1024 in half the memory (34 MB).
   size_t buffer_limit = 512;
-  size_t handshake_queue = 1024;     // queued handshake messages; 1/8 full = under load
+  // Queued handshake messages: 1/8 full starts a second under load (HandshakeLoad); a
+  // full queue still takes an eighth more messages that carry a valid cookie (mac2).
+  size_t handshake_queue = 1024;
   // Batches of up to this many packets are sealed or opened on the thread that read
   // them instead of going to the workers: a hand-off costs two thread wake-ups. 0 picks:
   // every batch on machines with at most 2 cores (the reading threads already keep both
@@ -51,6 +55,10 @@ struct DeviceStats {
   std::atomic<uint64_t> dropped_handshake{0};     // handshake queue full, rate-limited or bad
   std::atomic<uint64_t> handshakes_completed{0};
   std::atomic<uint64_t> cookie_replies_sent{0};
+  std::atomic<uint64_t> cookie_replies_received{0};  // valid ones, from a peer under load
+  // Initiations and responses that passed the macs and the load check and so cost a
+  // Diffie-Hellman (whether or not they then decrypted).
+  std::atomic<uint64_t> handshakes_computed{0};
 };
 
 class Device {
@@ -128,6 +136,10 @@ private:
   void bind_receiver(conn::ReceiveFn receive);
   void decrypt_batch(Batch& b);
   void flush_inbound(Peer& p, Batch* done);
+  void queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from);
+  // Sets p.endpoint_ (p.endpoint_mu_ held) and keeps known_endpoints_ in step.
+  void store_endpoint(Peer& p, const conn::Endpoint* ep);
+  bool known_endpoint(std::span<const uint8_t> destination);
   void handshake_worker();
   void handle_handshake(HandshakeJob& job, bool under_load);
   void consume_initiation_message(HandshakeJob& job);
@@ -198,6 +210,13 @@ private:
   std::mutex hs_mu_;
   std::condition_variable hs_cv_;
   std::deque<HandshakeJob> hs_jobs_;
+  std::atomic<size_t> hs_queued_{0};  // hs_jobs_.size(), for the receivers without the lock
+  HandshakeLoad hs_load_;             // the handshake thread's only
+  // Peers' endpoints (Endpoint::destination_bytes), counted: several peers may share one.
+  // Under load, an initiation from one of them may skip the cookie round trip
+  // (HandshakeLoad::spend_known).
+  std::mutex known_mu_;
+  std::unordered_map<std::string, uint32_t> known_endpoints_;
 
   // --- timers ---
   std::mutex timer_mu_;

@@ -81,18 +81,7 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
         continue;
       }
       if (*type != MessageType::transport) {
-        {
-          std::lock_guard lock(hs_mu_);
-          if (hs_jobs_.size() < options_.handshake_queue) {
-            auto& job = hs_jobs_.emplace_back();
-            std::memcpy(job.data, d, sizes[i]);
-            job.size = sizes[i];
-            job.from = eps[i];
-          } else {
-            stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
-          }
-        }
-        hs_cv_.notify_one();
+        queue_handshake(d, sizes[i], eps[i]);
         bufs[kept++] = d;
         continue;
       }
@@ -228,7 +217,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
       }
       {
         std::lock_guard el(p.endpoint_mu_);
-        p.endpoint_ = *source;  // roaming: reply where authenticated traffic came from
+        store_endpoint(p, &*source);  // roaming: reply where authenticated traffic came from
       }
       bool rekey = false;
       std::optional<TimePoint> deadline;
@@ -271,6 +260,34 @@ void Device::flush_inbound(Peer& p, Batch* done) {
 
 // --- handshakes ---
 
+// A full queue drops, except that it takes an eighth more of the messages whose mac2
+// proves their source address: past the rate at which the handshake thread answers
+// with cookies, a flood from spoofed sources fills the queue, and a real peer's
+// cookie-bearing retry must still get in. The mac2 check (two keyed BLAKE2s) is spent
+// only while the queue is full.
+void Device::queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from) {
+  const size_t limit = options_.handshake_queue;
+  const size_t queued = hs_queued_.load(std::memory_order_relaxed);
+  if (queued >= limit) {
+    uint8_t src[18];
+    size_t src_len = from.destination_bytes(src);
+    if (queued >= limit + limit / 8 ||
+        !cookie_checker_.check_mac2(std::span(msg, size), std::span<const uint8_t>(src, src_len), Clock::now())) {
+      stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  {
+    std::lock_guard lock(hs_mu_);
+    auto& job = hs_jobs_.emplace_back();
+    std::memcpy(job.data, msg, size);
+    job.size = size;
+    job.from = from;
+    hs_queued_.store(hs_jobs_.size(), std::memory_order_relaxed);
+  }
+  hs_cv_.notify_one();
+}
+
 void Device::handshake_worker() {
   for (;;) {
     HandshakeJob job;
@@ -279,9 +296,10 @@ void Device::handshake_worker() {
       std::unique_lock lock(hs_mu_);
       hs_cv_.wait(lock, [&] { return closing_ || !hs_jobs_.empty(); });
       if (closing_) return;
-      under_load = hs_jobs_.size() >= options_.handshake_queue / 8;
       job = hs_jobs_.front();
       hs_jobs_.pop_front();
+      hs_queued_.store(hs_jobs_.size(), std::memory_order_relaxed);
+      under_load = hs_load_.under_load(hs_jobs_.size(), Clock::now());
     }
     handle_handshake(job, under_load);
   }
@@ -307,7 +325,17 @@ void Device::handle_handshake(HandshakeJob& job, bool under_load) {
     auto now = Clock::now();
     uint8_t src[18];
     size_t src_len = job.from.destination_bytes(src);
+    // Without a cookie: a reply with one, unless the message comes from where a peer of
+    // ours is (a rekey, a restarted peer) and the budget for those allows it: then it
+    // is answered at once, without the round trip (REKEY_TIMEOUT for the peer). A flood
+    // spoofing peers' endpoints spends only that budget, then gets cookies like the rest.
     if (!cookie_checker_.check_mac2(msg, std::span<const uint8_t>(src, src_len), now)) {
+      if (*type == MessageType::initiation && known_endpoint(std::span<const uint8_t>(src, src_len)) &&
+          hs_load_.spend_known(now)) {
+        stats_.handshakes_computed.fetch_add(1, std::memory_order_relaxed);
+        consume_initiation_message(job);
+        return;
+      }
       uint32_t sender;
       std::memcpy(&sender, job.data + 4, 4);
       auto reply = cookie_checker_.create_reply(msg, sender, std::span<const uint8_t>(src, src_len), now);
@@ -323,6 +351,7 @@ void Device::handle_handshake(HandshakeJob& job, bool under_load) {
       return;
     }
   }
+  stats_.handshakes_computed.fetch_add(1, std::memory_order_relaxed);
   if (*type == MessageType::initiation) consume_initiation_message(job);
   else consume_response_message(job);
 }
@@ -366,7 +395,7 @@ void Device::consume_initiation_message(HandshakeJob& job) {
   p->stats_.rx_bytes.fetch_add(job.size, std::memory_order_relaxed);
   {
     std::lock_guard el(p->endpoint_mu_);
-    p->endpoint_ = job.from;
+    store_endpoint(*p, &job.from);
   }
   install_keypair(*p, *keys, false);
   p->cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&resp), sizeof resp), now);
@@ -410,7 +439,7 @@ void Device::consume_response_message(HandshakeJob& job) {
   p->stats_.rx_bytes.fetch_add(job.size, std::memory_order_relaxed);
   {
     std::lock_guard el(p->endpoint_mu_);
-    p->endpoint_ = job.from;
+    store_endpoint(*p, &job.from);
   }
   install_keypair(*p, *keys, true);
   {
@@ -433,7 +462,9 @@ void Device::consume_cookie_reply(HandshakeJob& job) {
   auto msg = load_message<MessageCookieReply>(job.data);
   auto entry = index_table_.lookup(msg.receiver);
   if (!entry) return;
-  if (!entry->peer->cookies_.consume_reply(msg, Clock::now()))
+  if (entry->peer->cookies_.consume_reply(msg, Clock::now()))
+    stats_.cookie_replies_received.fetch_add(1, std::memory_order_relaxed);
+  else
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
 }
 
