@@ -185,6 +185,14 @@ struct StackOptions {
   // its rate under random loss; CUBIC is the loss-based algorithm of RFC 9438.
   enum class Congestion { bbr, cubic };
   Congestion tcp_congestion = Congestion::bbr;
+  // TCP keepalive on every connection (dialed and accepted): after this long without a
+  // segment from the remote, a probe, then one every as long, and after
+  // tcp_keepalive_probes unanswered ones the connection fails with timed_out. A peer
+  // that lost the connection (it restarted) answers the first probe with a reset.
+  // Zero: none, and a connection whose remote vanished while it sent nothing waits
+  // forever, as a kernel socket without SO_KEEPALIVE does.
+  std::chrono::milliseconds tcp_keepalive{0};
+  int tcp_keepalive_probes = 9;
 };
 
 class Stack final : public tun::Device {

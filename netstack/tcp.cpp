@@ -38,6 +38,13 @@ void TcpConn::attach(tcp_pcb* p) {
   tcp_recv(pcb, &TcpConn::on_recv);
   tcp_sent(pcb, &TcpConn::on_sent);
   tcp_nagle_disable(pcb);  // request/response traffic must not wait (see PITFALLS)
+  if (const auto& o = s.options; o.tcp_keepalive.count() > 0) {
+    const auto ms = static_cast<u32_t>(std::min<int64_t>(o.tcp_keepalive.count(), INT32_MAX));
+    ip_set_option(pcb, SOF_KEEPALIVE);
+    pcb->keep_idle = ms;
+    pcb->keep_intvl = ms;
+    pcb->keep_cnt = static_cast<u32_t>(std::max(1, o.tcp_keepalive_probes));
+  }
   local = endpoint_of(pcb->local_ip, pcb->local_port);
   remote = endpoint_of(pcb->remote_ip, pcb->remote_port);
 }

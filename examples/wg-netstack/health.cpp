@@ -5,6 +5,8 @@
 #include <boost/beast/http.hpp>
 #include <fmt/core.h>
 
+#include "handshake.hpp"
+
 namespace wgns {
 namespace http = boost::beast::http;
 
@@ -36,6 +38,10 @@ std::string metrics_text(Context& ctx) {
   auto& d = ctx.device.stats();
   metric("wgnet_handshakes_total", "counter", "Handshakes completed.");
   out += fmt::format("wgnet_handshakes_total {}\n", d.handshakes_completed.load());
+  metric("wgnet_handshake_messages_total", "counter",
+         "Handshake messages answered under load with a cookie reply, or given a Diffie-Hellman.");
+  out += fmt::format("wgnet_handshake_messages_total{{outcome=\"cookie_reply\"}} {}\n", d.cookie_replies_sent.load());
+  out += fmt::format("wgnet_handshake_messages_total{{outcome=\"computed\"}} {}\n", d.handshakes_computed.load());
   metric("wgnet_dropped_packets_total", "counter", "Packets dropped, by reason.");
   out += fmt::format("wgnet_dropped_packets_total{{reason=\"no_route\"}} {}\n", d.dropped_no_route.load());
   out += fmt::format("wgnet_dropped_packets_total{{reason=\"invalid\"}} {}\n", d.dropped_invalid.load());
@@ -69,11 +75,18 @@ std::string metrics_text(Context& ctx) {
 
 namespace {
 
+// One client of /readyz and /metrics. Each request must arrive whole within
+// --handshake-timeout of the connection or of the previous answer (an idle keep-alive
+// connection is closed after as long), as for the proxies: a probe port must not be held
+// open by clients that send half a request.
 awaitable<void> serve(Context& ctx, tcp::socket s) {
   boost::beast::flat_buffer buf;
   for (;;) {
     http::request<http::empty_body> req;
+    Deadline deadline(s, ctx.handshake_timeout);
     auto [ec, n] = co_await http::async_read(s, buf, req, kTry);
+    deadline.disarm();
+    if (deadline.expired()) ctx.metrics.handshake_timeouts.fetch_add(1);
     if (ec) co_return;
     http::response<http::string_body> res{http::status::ok, req.version()};
     res.set(http::field::server, "wg-netstack");

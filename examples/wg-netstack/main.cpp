@@ -5,13 +5,14 @@
 //   wg-netstack -c wg0.conf [--socks5 127.0.0.1:1080] [--http ADDR:PORT]
 //               [--forward tcp|udp:LOCAL:PORT=TUNNEL:PORT]... [--reverse tcp|udp:TUNNEL:PORT=LOCAL:PORT]...
 //               [--health ADDR:PORT] [--auth-file FILE] [--handshake-timeout SECONDS]
-//               [--log-level verbose|error|silent]
+//               [--tcp-keepalive SECONDS] [--log-level verbose|error|silent]
 #include <CLI/CLI.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/core.h>
 #include <malloc.h>
 #include <signal.h>
 
+#include <cmath>
 #include <fstream>
 #include <future>
 
@@ -113,25 +114,37 @@ void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
 
 // Program policy, not the library's: glibc keeps the heap memory of closed connections
 // in the process (PITFALLS.md, "Memory and limits"), so RSS stayed at its peak after
-// 10,000 connections closed. Once a second: if the number of open connections fell by
-// kTrimAfterCloses or more from its peak since the last look, malloc_trim(0) hands the
-// free pages back (5-11 ms on this thread after 10,000 closed; steady churn, with as
-// many connections opening as closing, does not trigger it).
+// 10,000 connections closed. Once a second, malloc_trim(0) hands the free pages back
+// (5-11 ms on this thread after 10,000 closed) if
+//  - the number of open connections fell by kTrimAfterCloses or more from its peak
+//    since the last look (many small connections closed), or
+//  - the heap's free bytes grew by kTrimFreeBytes or more over the least seen since the
+//    last trim (a few big ones closed: 100 connections that had moved 20 MB each left
+//    RSS at 159 MB, 15 times what it was before them, with only the first rule).
+// Free bytes that malloc_trim released still count as free (mallinfo2 cannot tell), so
+// the second rule measures from what was free after the trim; the least seen since then
+// follows free memory that was taken again. Steady churn of small connections
+// triggers neither.
 constexpr uint64_t kTrimAfterCloses = 256;
+constexpr size_t kTrimFreeBytes = 16 << 20;
 
-void trim_after_closes(Context& ctx, std::shared_ptr<asio::steady_timer> timer) {
+void trim_after_closes(Context& ctx, std::shared_ptr<asio::steady_timer> timer, size_t least_free) {
   timer->expires_after(std::chrono::seconds(1));
-  timer->async_wait([&ctx, timer](const error_code& ec) {
+  timer->async_wait([&ctx, timer, least_free](const error_code& ec) mutable {
     if (ec) return;
     const uint64_t active = ctx.metrics.connections_active.load();
     const uint64_t peak = ctx.metrics.connections_peak.exchange(active);
-    if (peak >= active + kTrimAfterCloses) {
+    const size_t free_now = mallinfo2().fordblks;
+    least_free = std::min(least_free, free_now);
+    if (peak >= active + kTrimAfterCloses || free_now >= least_free + kTrimFreeBytes) {
       const auto start = std::chrono::steady_clock::now();
       malloc_trim(0);
-      wg::log::verbose("memory: {} fewer connections open, malloc_trim took {} ms", peak - active,
+      least_free = mallinfo2().fordblks;
+      wg::log::verbose("memory: {} fewer connections open, {} MiB free in the heap, malloc_trim took {} ms",
+                       peak - active, free_now >> 20,
                        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
     }
-    trim_after_closes(ctx, timer);
+    trim_after_closes(ctx, timer, least_free);
   });
 }
 
@@ -177,6 +190,12 @@ int main(int argc, char** argv) {
                  "slower ones are closed")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
+  double keepalive_seconds = 30;
+  app.add_option("--tcp-keepalive", keepalive_seconds,
+                 "seconds a tunnel TCP connection may be silent before a keepalive probe, and between probes; "
+                 "after 9 unanswered it fails, and a peer that restarted answers the first with a reset (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--log-level", level, "verbose, error or silent")->capture_default_str();
   app.add_option("--tcp-congestion", congestion,
                  "congestion control of the tunnel's TCP senders: bbr (keeps its rate under random loss) or cubic")
@@ -209,6 +228,7 @@ int main(int argc, char** argv) {
     so.dns_servers = cfg.iface.dns_servers;
     so.tcp_congestion =
         congestion == "cubic" ? netstack::StackOptions::Congestion::cubic : netstack::StackOptions::Congestion::bbr;
+    so.tcp_keepalive = std::chrono::milliseconds(std::llround(keepalive_seconds * 1000));
     std::error_code sec;
     auto stack = netstack::Stack::create(so, sec);
     if (!stack) throw std::runtime_error("cannot create the network stack: " + sec.message());
@@ -249,7 +269,7 @@ int main(int argc, char** argv) {
     auto timer = std::make_shared<asio::steady_timer>(ex);
     if (!named.empty()) watch_endpoints(ctx, timer, named);
     auto trim_timer = std::make_shared<asio::steady_timer>(ex);
-    trim_after_closes(ctx, trim_timer);
+    trim_after_closes(ctx, trim_timer, mallinfo2().fordblks);
 
     wg::log::event("wg-netstack: up, UDP port {}{}{}{}", device.listen_port(),
                    no_socks ? "" : ", SOCKS5 on " + socks, http_addr.empty() ? "" : ", HTTP on " + http_addr,

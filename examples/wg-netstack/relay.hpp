@@ -74,10 +74,21 @@ inline void close_stream(tcp::socket& s) {
   s.close(ec);
 }
 inline void close_stream(netstack::TcpStream& s) { s.close(); }
+// A reset instead of a FIN: linger 0 on a kernel socket, tcp_abort in the netstack.
+inline void abort_stream(tcp::socket& s) {
+  error_code ec;
+  s.set_option(asio::socket_base::linger(true, 0), ec);
+  s.close(ec);
+}
+inline void abort_stream(netstack::TcpStream& s) { s.abort(); }
 
 // Copies one direction until EOF (then half-closes the other side) or an error (then
-// closes both, which ends the other direction too). Waits for readability, not in a
-// read, whenever the source is drained.
+// resets both, which ends the other direction too). Waits for readability, not in a
+// read, whenever the source is drained. An error is passed on as a reset, never as a
+// FIN: when the peer behind the tunnel resets a download (it restarted), a FIN would
+// tell the client the stream had ended where it was cut, and a client that reads to
+// EOF would take the truncated bytes for the whole; the same for an upload whose client
+// reset.
 template <class From, class To>
 awaitable<void> pump(From& from, To& to, bool& failed) {
   RelayBuffer buf;
@@ -104,8 +115,8 @@ awaitable<void> pump(From& from, To& to, bool& failed) {
     }
   }
   if (failed) {
-    close_stream(from);
-    close_stream(to);
+    abort_stream(from);
+    abort_stream(to);
   } else {
     shutdown_send(to);
   }

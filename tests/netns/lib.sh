@@ -49,6 +49,15 @@ wait_ss() {
   log "nothing listens on tcp $what in $ns"
   return 1
 }
+# eventually TENTHS CMD...: CMD succeeds within TENTHS tenths of a second (polled every
+# 0.1 s, and once more at the end): for a state that takes effect soon after an action,
+# instead of a fixed sleep.
+eventually() {
+  local n=$1 _
+  shift
+  for _ in $(seq "$n"); do "$@" && return 0; sleep 0.1; done
+  "$@"
+}
 # wait_listen NS ADDR:PORT: a TCP socket listening at exactly ADDR:PORT.
 wait_listen() { wait_ss "$1" "$2" -xF "$2"; }
 # wait_tcp_port NS PORT: a TCP socket listening on PORT at any address (iperf3 -s -D

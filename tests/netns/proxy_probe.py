@@ -10,9 +10,10 @@
 #       a CONNECT request whose header carries BYTES bytes of one extra field, read while
 #       it is written; prints the status line's code, the seconds and the close
 #       ("431 0.05 fin"), or "reset", "closed" or "timeout".
-#   proxy_probe.py slowloris SOCKS HTTP N TIMEOUT READY_FILE
-#       opens N connections, a quarter each: half a SOCKS5 greeting, a whole greeting and
-#       half a request, half an HTTP request line, a request line and half a header; then
+#   proxy_probe.py slowloris SOCKS HTTP N TIMEOUT READY_FILE [HEALTH]
+#       opens N connections, a quarter each (a fifth with HEALTH): half a SOCKS5 greeting,
+#       a whole greeting and half a request, half an HTTP request line, a request line and
+#       half a header (and half a GET of HEALTH's /metrics); then
 #       writes "held N" to READY_FILE and waits up to TIMEOUT + 15 s for the proxy to
 #       close them (FIN or reset), never closing one itself; prints
 #         closed CLOSED OF N first FIRST last LAST
@@ -120,14 +121,20 @@ HALVES = [
 ]
 
 
-def slowloris(socks_proxy, http_proxy, n, timeout, ready_file):
+# With a health address, every fifth connection holds half a request to /metrics there.
+HEALTH_HALF = ("health", b"GET /metrics HTTP/1.1\r\nHo")
+
+
+def slowloris(socks_proxy, http_proxy, n, timeout, ready_file, health=None):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < n + 64:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 256), hard))
     sel = selectors.DefaultSelector()
+    halves = HALVES + [HEALTH_HALF] if health else HALVES
+    target = {"socks": socks_proxy, "http": http_proxy, "health": health}
     for i in range(n):
-        kind, half = HALVES[i % len(HALVES)]
-        s = connect(socks_proxy if kind == "socks" else http_proxy)
+        kind, half = halves[i % len(halves)]
+        s = connect(target[kind])
         s.sendall(half)
         s.setblocking(False)
         sel.register(s, selectors.EVENT_READ, data=time.monotonic())
@@ -166,7 +173,8 @@ def main():
     elif cmd == "http-header":
         print(http_header(sys.argv[2], int(sys.argv[3])))
     elif cmd == "slowloris":
-        print(slowloris(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]))
+        print(slowloris(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), sys.argv[6],
+                        sys.argv[7] if len(sys.argv) > 7 else None))
     else:
         sys.exit("unknown command " + cmd)
 

@@ -386,13 +386,14 @@ print(answer.decode(errors="replace").split("\r\n\r\n", 1)[-1].strip())' "${HTTP
   slowloris_check
 }
 
-# 1,000 clients that send half a greeting or half a request, then nothing: the proxy
-# closes every one of them after --handshake-timeout (not before), and serves real
-# requests through SOCKS5 and HTTP CONNECT while they are held.
+# 1,000 clients that send half a greeting or half a request, then nothing (a fifth of
+# them to the health port, /metrics): the proxy closes every one of them after
+# --handshake-timeout (not before), and serves real requests through SOCKS5 and HTTP
+# CONNECT while they are held.
 slowloris_check() {
   local n=1000 ready="$TMP/slowloris.ready" pid i body out first last closed
   rm -f "$ready"
-  na python3 "$PROBE" slowloris "$SOCKS" "$HTTP_PROXY_ADDR" $n "$HANDSHAKE_TIMEOUT" "$ready" \
+  na python3 "$PROBE" slowloris "$SOCKS" "$HTTP_PROXY_ADDR" $n "$HANDSHAKE_TIMEOUT" "$ready" "$HEALTH" \
     >"$TMP/slowloris.out" 2>&1 &
   pid=$!
   PIDS+=("$pid")

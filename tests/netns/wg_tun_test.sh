@@ -31,29 +31,23 @@ pair_checks() { # IMPL_A IMPL_B
     && pass "$a→$b iperf3 TCP 3 s: $((bps / 1000000)) Mbit/s" || fail "$a→$b iperf3 TCP"
   bps=$(iperf_tcp "$NS_A" "$NS_B" 198.19.0.2 3 -R) && [ "${bps:-0}" -gt 0 ] \
     && pass "$b→$a iperf3 TCP 3 s: $((bps / 1000000)) Mbit/s" || fail "$b→$a iperf3 TCP"
-  sleep 1
   local hs_a hs_b
   hs_a=$(na wg show "$WG_A" latest-handshakes | awk '{print $2}')
   hs_b=$(nb wg show "$WG_B" latest-handshakes | awk '{print $2}')
   check "wg show: latest handshake on both sides ($hs_a, $hs_b)" test "${hs_a:-0}" -gt 0 -a "${hs_b:-0}" -gt 0
-  # Counters: after a quiet second, a fixed exchange must move both sides' counters by
-  # the same amounts (under iperf load the receiver's socket may drop datagrams, which
-  # the sender counted: only a loss-free exchange can be compared exactly).
-  local before_a before_b after_a after_b
+  # Counters: once quiet (both sides' counters still for 0.3 s), a fixed exchange must
+  # move both sides' counters by the same amounts (under iperf load the receiver's socket
+  # may drop datagrams, which the sender counted: only a loss-free exchange can be
+  # compared exactly). A counter moves when its packet is handled, so they are compared
+  # again for up to 5 s until they agree.
+  local before_a before_b
+  eventually 50 counters_still
   before_a=$(na wg show "$WG_A" transfer | awk '{print $2, $3}')   # rx tx
   before_b=$(nb wg show "$WG_B" transfer | awk '{print $2, $3}')
   na ping -c 10 -i 0.05 -s 1000 198.19.0.2 >/dev/null 2>&1
-  sleep 1
-  after_a=$(na wg show "$WG_A" transfer | awk '{print $2, $3}')
-  after_b=$(nb wg show "$WG_B" transfer | awk '{print $2, $3}')
-  check "wg show: A's tx matches B's rx and the reverse (A: $before_a → $after_a, B: $before_b → $after_b)" \
-    python3 - "$before_a" "$after_a" "$before_b" "$after_b" <<'PY'
-import sys
-ba, aa, bb, ab = (list(map(int, a.split())) for a in sys.argv[1:5])
-a_rx, a_tx = aa[0] - ba[0], aa[1] - ba[1]
-b_rx, b_tx = ab[0] - bb[0], ab[1] - bb[1]
-sys.exit(0 if a_tx > 10000 and a_tx == b_rx and b_tx == a_rx else 1)
-PY
+  eventually 50 counters_agree "$before_a" "$before_b" >/dev/null
+  check "wg show: A's tx matches B's rx and the reverse ($(counters_agree "$before_a" "$before_b"))" \
+    counters_agree "$before_a" "$before_b"
   # IPv6 outside.
   na wg set "$WG_A" peer "$(cat "$TMP/b.pub")" endpoint "[fd00:18::2]:51821"
   nb wg set "$WG_B" peer "$(cat "$TMP/a.pub")" endpoint "[fd00:18::1]:51820"
@@ -74,6 +68,38 @@ PY
   teardown_pair
 }
 
+# counters_still: neither side's transfer counters move for 0.3 s.
+counters_still() {
+  local a b
+  a=$(na wg show "$WG_A" transfer; nb wg show "$WG_B" transfer)
+  sleep 0.3
+  b=$(na wg show "$WG_A" transfer; nb wg show "$WG_B" transfer)
+  [ "$a" = "$b" ]
+}
+
+# counters_agree BEFORE_A BEFORE_B ("rx tx" each): since then, A's tx equals B's rx and
+# B's tx A's rx, over 10 KB; prints what it compared.
+counters_agree() {
+  local after_a after_b
+  after_a=$(na wg show "$WG_A" transfer | awk '{print $2, $3}')
+  after_b=$(nb wg show "$WG_B" transfer | awk '{print $2, $3}')
+  echo "A: $1 → $after_a, B: $2 → $after_b"
+  python3 - "$1" "$after_a" "$2" "$after_b" <<'PY'
+import sys
+ba, aa, bb, ab = (list(map(int, a.split())) for a in sys.argv[1:5])
+a_rx, a_tx = aa[0] - ba[0], aa[1] - ba[1]
+b_rx, b_tx = ab[0] - bb[0], ab[1] - bb[1]
+sys.exit(0 if a_tx > 10000 and a_tx == b_rx and b_tx == a_rx else 1)
+PY
+}
+
+# endpoint_is NS IFACE ADDR: the first peer's endpoint address (port cut) is ADDR.
+endpoint_is() {
+  local ep
+  ep=$(ip netns exec "$1" wg show "$2" endpoints | awk '{print $2}')
+  [ "${ep%:*}" = "$3" ]
+}
+
 roaming() { # IMPL_A IMPL_B: B roams. (Debian's 2022 wireguard-go cannot be the roaming
   # side here: its sticky source is not dropped on ENETUNREACH, which this kernel returns.)
   log "=== roaming: $2's underlay address changes mid-flow, $1 follows ==="
@@ -86,7 +112,7 @@ roaming() { # IMPL_A IMPL_B: B roams. (Debian's 2022 wireguard-go cannot be the 
   sleep 1
   nb ip addr add 198.18.0.3/24 dev "${PREFIX}vb"
   nb ip addr del 198.18.0.2/24 dev "${PREFIX}vb"
-  sleep 2
+  eventually 50 endpoint_is "$NS_A" "$WG_A" 198.18.0.3
   local ep
   ep=$(na wg show "$WG_A" endpoints | awk '{print $2}')
   check "roaming: A now shows B at 198.18.0.3 ($ep)" test "${ep%:*}" = "198.18.0.3"
@@ -208,7 +234,7 @@ daemonize_checks() {
   make_namespaces
   na "$WGNET_BIN/wg-tun" "$WG_A"; local rc=$?
   check "background start returns 0" test $rc -eq 0
-  sleep 0.5
+  eventually 50 pgrep -f "[w]g-tun -f $WG_A" >/dev/null
   local pid
   pid=$(pgrep -f "[w]g-tun -f $WG_A" | head -1)
   check "daemon runs in the background" test -n "$pid"

@@ -128,6 +128,40 @@ TEST_CASE("relay: idle relayed connections hold no buffers", "[relay]") {
 #endif
 }
 
+// A side that fails is reset on the other side, not closed with a FIN: a client reading a
+// download to EOF would otherwise keep a stream cut short by the server's reset (a peer
+// that restarted) as the whole. Kernel sockets on both sides (relay() is the same
+// template for tunnel streams), one side resets with SO_LINGER 0 after sending a little.
+TEST_CASE("relay: a reset on one side reaches the other as a reset", "[relay]") {
+  const bool server_resets = GENERATE(true, false);
+  CAPTURE(server_resets);
+  asio::io_context io;
+  error_code seen;  // what the other end's reads ended with
+  size_t got = 0;
+  bool relay_done = false;
+  asio::co_spawn(io, [&]() -> awaitable<void> {
+    tcp::acceptor acc(io, {asio::ip::make_address("127.0.0.1"), 0});
+    auto [c, a] = co_await loopback_pair(acc);  // client → relay side a
+    auto [b, s] = co_await loopback_pair(acc);  // relay side b → server s
+    asio::co_spawn(io, wgns::relay(a, b), [&](std::exception_ptr) { relay_done = true; });
+    tcp::socket& failing = server_resets ? s : c;
+    tcp::socket& other = server_resets ? c : s;
+    co_await asio::async_write(failing, asio::buffer("partial", 7), kTry);
+    char buf[64];
+    auto [rec, n] = co_await asio::async_read(other, asio::buffer(buf, 7), kTry);
+    got = rec ? 0 : n;
+    failing.set_option(asio::socket_base::linger(true, 0));
+    failing.close();  // a reset
+    auto [ec, m] = co_await other.async_read_some(asio::buffer(buf), kTry);
+    seen = ec;
+  }, asio::detached);
+  io.run_for(10s);
+  CHECK(got == 7);
+  INFO(seen.message());
+  CHECK(seen == asio::error::connection_reset);  // before the fix: eof
+  CHECK(relay_done);
+}
+
 TEST_CASE("relay: loopback socket to tunnel stream, bytes intact, half-close both ways", "[relay]") {
   struct Result {
     error_code ec;

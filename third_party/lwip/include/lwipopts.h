@@ -125,6 +125,9 @@
 #define TCP_OOSEQ_MAX_BYTES             TCP_WND
 #define TCP_OOSEQ_MAX_PBUFS             4096
 #define TCP_LISTEN_BACKLOG              1
+/* Per-connection keepalive interval and probe count (StackOptions::tcp_keepalive); off
+ * unless the Stack's options ask for it. */
+#define LWIP_TCP_KEEPALIVE              1
 #define LWIP_CALLBACK_API               1
 
 /* ---- A modern sender: our patch series (patches/, see the README). ----
