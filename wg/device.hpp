@@ -116,6 +116,9 @@ public:
 
 private:
   friend class Peer;
+  // The receive-path fuzz target (tests/fuzz/receive_fuzz.cpp) runs the receive steps
+  // below on its own thread, so each input is processed whole before it returns.
+  friend struct DeviceFuzzAccess;
   struct Job {
     Batch* batch;
   };

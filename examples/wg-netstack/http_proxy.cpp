@@ -5,40 +5,14 @@
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
-#include <sodium.h>
 
 #include "handshake.hpp"
-#include "wg/crypto.hpp"
+#include "http_request.hpp"
 #include "wg/log.hpp"
 
 namespace wgns {
 namespace http = boost::beast::http;
 namespace {
-
-bool authorized(Context& ctx, const http::request<http::empty_body>& req) {
-  if (ctx.user.empty()) return true;
-  auto it = req.find(http::field::proxy_authorization);
-  if (it == req.end()) return false;
-  std::string_view v(it->value().data(), it->value().size());
-  if (v.substr(0, 6) != "Basic ") return false;
-  v.remove_prefix(6);
-  std::string decoded(v.size(), '\0');
-  size_t len = 0;
-  if (sodium_base642bin(reinterpret_cast<unsigned char*>(decoded.data()), decoded.size(), v.data(), v.size(),
-                        nullptr, &len, nullptr, sodium_base64_VARIANT_ORIGINAL) != 0)
-    return false;
-  decoded.resize(len);
-  std::string expected = ctx.user + ":" + ctx.password;
-  uint8_t a[wg::kHashLen], b[wg::kHashLen];
-  wg::crypto::hash(a, {reinterpret_cast<const uint8_t*>(decoded.data()), decoded.size()});
-  wg::crypto::hash(b, {reinterpret_cast<const uint8_t*>(expected.data()), expected.size()});
-  wg::secure_wipe(decoded.data(), decoded.size());
-  wg::secure_wipe(expected.data(), expected.size());
-  return wg::ct_equal(a, b, sizeof a);
-}
-
-// A request header larger than this gets 431.
-constexpr size_t kHeaderLimit = 16 * 1024;
 
 // Answers an error and closes (after the client had the time to read the answer).
 awaitable<void> refuse(tcp::socket& s, http::status status, const std::string& body,
@@ -68,32 +42,14 @@ awaitable<void> serve(Context& ctx, tcp::socket s) {
     wg::log::verbose("http: no complete request header within the handshake timeout: closed");
     co_return;
   }
-  if (ec == http::error::header_limit) {
-    co_await refuse(s, http::status::request_header_fields_too_large,
-                    "request header larger than " + std::to_string(kHeaderLimit) + " bytes");
+  const auto verdict = ec ? verdict_for_read_error(ec) : verdict_for_request(parser.get(), ctx.user, ctx.password);
+  if (!verdict) co_return;  // the client went away
+  if (verdict->status != http::status::ok) {
+    co_await refuse(s, verdict->status, verdict->reason, verdict->want_auth);
     co_return;
   }
-  if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
-    co_return;
-  if (ec) {
-    co_await refuse(s, http::status::bad_request, "malformed request: " + ec.message());
-    co_return;
-  }
-  auto& req = parser.get();
-  if (!authorized(ctx, req)) {
-    co_await refuse(s, http::status::proxy_authentication_required, "proxy authentication required", true);
-    co_return;
-  }
-  if (req.method() != http::verb::connect) {
-    co_await refuse(s, http::status::method_not_allowed, "only CONNECT is supported");
-    co_return;
-  }
-  std::string host;
-  uint16_t port = 0;
-  if (!split_host_port(std::string(req.target()), host, port)) {
-    co_await refuse(s, http::status::bad_request, "CONNECT target must be host:port");
-    co_return;
-  }
+  const std::string& host = verdict->host;
+  const uint16_t port = verdict->port;
   auto [derr, stream] = co_await dial_host(ctx, host, port);
   if (derr) {
     ctx.metrics.connections_failed.fetch_add(1);

@@ -6,16 +6,14 @@
 #include <cstring>
 
 #include "handshake.hpp"
+#include "socks5_parse.hpp"
 #include "wg/crypto.hpp"
 #include "wg/log.hpp"
 
 namespace wgns {
 namespace {
 
-constexpr uint8_t kVersion = 5;
-constexpr uint8_t kMethodNone = 0, kMethodUserPass = 2, kMethodRefused = 0xff;
-constexpr uint8_t kCmdConnect = 1, kCmdBind = 2, kCmdUdpAssociate = 3;
-constexpr uint8_t kAtypV4 = 1, kAtypName = 3, kAtypV6 = 4;
+using namespace socks5;
 
 // Constant-time comparison of secrets of any length: compare their hashes.
 bool secret_equal(const std::string& a, const std::string& b) {
@@ -24,11 +22,6 @@ bool secret_equal(const std::string& a, const std::string& b) {
   wg::crypto::hash(hb, {reinterpret_cast<const uint8_t*>(b.data()), b.size()});
   return wg::ct_equal(ha, hb, sizeof ha);
 }
-
-struct Target {
-  std::string host;  // literal or name
-  uint16_t port = 0;
-};
 
 // Appends ATYP + address + port for an endpoint.
 void put_address(std::vector<uint8_t>& out, const wg::IpAddress& a, uint16_t port) {
@@ -60,98 +53,50 @@ awaitable<void> reply(tcp::socket& s, SocksReply code, const wg::IpAddress& boun
   co_await asio::async_write(s, asio::buffer(r), kTry);
 }
 
-// What read_target found: a target, or why there is none.
-enum class TargetStatus {
-  ok,
-  io_error,    // the client closed, or the handshake deadline passed: no reply
-  bad_type,    // an ATYP that RFC 1928 does not define (0x02, 0xff...): reply 08
-  empty_name,  // ATYP 3 with a name of length 0, a host that cannot exist: reply 04
-};
-
-// Reads ATYP + address + port.
-awaitable<TargetStatus> read_target(tcp::socket& s, Target& t) {
-  uint8_t atyp;
-  auto [ec, n] = co_await asio::async_read(s, asio::buffer(&atyp, 1), kTry);
-  if (ec) co_return TargetStatus::io_error;
-  uint8_t buf[256];
-  uint8_t name_len = 0;
-  if (atyp == kAtypV4 || atyp == kAtypV6) {
-    size_t len = atyp == kAtypV4 ? 4 : 16;
-    std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(buf, len), kTry);
-    if (ec) co_return TargetStatus::io_error;
-    t.host = (atyp == kAtypV4 ? wg::IpAddress::v4(buf) : wg::IpAddress::v6(buf)).to_string();
-  } else if (atyp == kAtypName) {
-    std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(&name_len, 1), kTry);
-    if (ec) co_return TargetStatus::io_error;
-    if (name_len > 0) {
-      std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(buf, name_len), kTry);
-      if (ec) co_return TargetStatus::io_error;
-      t.host.assign(reinterpret_cast<char*>(buf), name_len);
-    }
-  } else {
-    co_return TargetStatus::bad_type;  // its length is unknown: nothing more can be read
+// Reads one client message by its parser's count and not a byte more: what follows is
+// the next message or, after the request, the stream to relay. nullopt when the client
+// closed (or the handshake deadline closed it) first.
+template <class Parse>
+awaitable<std::optional<Parsed>> read_message(tcp::socket& s, std::vector<uint8_t>& buf, Parse parse) {
+  buf.clear();
+  for (;;) {
+    Parsed r = parse(std::span<const uint8_t>(buf));
+    if (r.status != Status::incomplete) co_return r;
+    const size_t have = buf.size();
+    buf.resize(r.size);
+    auto [ec, n] = co_await asio::async_read(s, asio::buffer(buf.data() + have, r.size - have), kTry);
+    if (ec) co_return std::nullopt;
   }
-  uint8_t port[2];
-  std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(port, 2), kTry);
-  if (ec) co_return TargetStatus::io_error;
-  t.port = static_cast<uint16_t>(port[0] << 8 | port[1]);
-  co_return atyp == kAtypName && name_len == 0 ? TargetStatus::empty_name : TargetStatus::ok;
 }
 
 awaitable<bool> negotiate(Context& ctx, tcp::socket& s) {
-  uint8_t head[2];
-  auto [ec, n] = co_await asio::async_read(s, asio::buffer(head), kTry);
-  if (ec || head[0] != kVersion || head[1] == 0) co_return false;
-  uint8_t methods[255];
-  std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(methods, head[1]), kTry);
-  if (ec) co_return false;
-  uint8_t want = ctx.user.empty() ? kMethodNone : kMethodUserPass;
-  bool offered = std::find(methods, methods + head[1], want) != methods + head[1];
-  uint8_t choice[2] = {kVersion, offered ? want : kMethodRefused};
+  std::vector<uint8_t> buf;
+  const uint8_t want = ctx.user.empty() ? kMethodNone : kMethodUserPass;
+  uint8_t chosen = kMethodRefused;
+  auto greeting = co_await read_message(s, buf, [&](std::span<const uint8_t> in) {
+    return parse_greeting(in, want, chosen);
+  });
+  if (!greeting || greeting->status != Status::complete) co_return false;
+  uint8_t choice[2] = {kVersion, chosen};
   co_await asio::async_write(s, asio::buffer(choice), kTry);
-  if (!offered) co_return false;
+  if (chosen != want) co_return false;
   if (want == kMethodNone) co_return true;
 
-  // RFC 1929: VER=1 ULEN UNAME PLEN PASSWD
-  uint8_t ver_len[2];
-  std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(ver_len), kTry);
-  if (ec || ver_len[0] != 1) co_return false;
-  std::string user(ver_len[1], '\0'), pass;
-  if (ver_len[1]) std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(user), kTry);
-  uint8_t plen = 0;
-  if (!ec) std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(&plen, 1), kTry);
-  pass.resize(plen);
-  if (!ec && plen) std::tie(ec, n) = co_await asio::async_read(s, asio::buffer(pass), kTry);
-  if (ec) co_return false;
-  bool ok = secret_equal(user, ctx.user) & secret_equal(pass, ctx.password);
+  std::string user, pass;
+  auto auth = co_await read_message(s, buf, [&](std::span<const uint8_t> in) {
+    return parse_auth(in, user, pass);
+  });
+  wg::secure_wipe(buf.data(), buf.size());
+  const bool whole = auth && auth->status == Status::complete;
+  const bool ok = whole && (secret_equal(user, ctx.user) & secret_equal(pass, ctx.password));
   wg::secure_wipe(pass.data(), pass.size());
-  uint8_t status[2] = {1, static_cast<uint8_t>(ok ? 0 : 1)};
+  if (!whole) co_return false;
+  uint8_t status[2] = {kAuthVersion, static_cast<uint8_t>(ok ? 0 : 1)};
   co_await asio::async_write(s, asio::buffer(status), kTry);
   co_return ok;
 }
 
 // --- UDP ASSOCIATE ---
-
-// Parses a client datagram: RSV(2) FRAG ATYP DST.ADDR DST.PORT DATA.
-bool parse_udp_header(const uint8_t* p, size_t n, Target& t, size_t& header_len) {
-  if (n < 4 || p[0] != 0 || p[1] != 0 || p[2] != 0) return false;  // fragments unsupported: drop
-  size_t off = 4;
-  if (p[3] == kAtypV4 || p[3] == kAtypV6) {
-    size_t len = p[3] == kAtypV4 ? 4 : 16;
-    if (n < off + len + 2) return false;
-    t.host = (len == 4 ? wg::IpAddress::v4(p + off) : wg::IpAddress::v6(p + off)).to_string();
-    off += len;
-  } else if (p[3] == kAtypName) {
-    if (n < off + 1 || p[off] == 0 || n < off + 1 + p[off] + 2) return false;
-    t.host.assign(reinterpret_cast<const char*>(p + off + 1), p[off]);
-    off += 1 + p[off];
-  } else {
-    return false;
-  }
-  t.port = static_cast<uint16_t>(p[off] << 8 | p[off + 1]);
-  header_len = off + 2;
-  return true;
-}
 
 awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& requested) {
   // The relay listens on the address the client reached us on.
@@ -194,7 +139,7 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
       if (!client) client = from;
       Target t;
       size_t hl;
-      if (!parse_udp_header(buf.data(), n, t, hl)) continue;
+      if (!parse_udp_header(std::span<const uint8_t>(buf.data(), n), t, hl)) continue;
       auto [rerr, addrs] = co_await ctx.stack.async_resolve(t.host, kTry);
       if (rerr || addrs.empty()) continue;
       ctx.metrics.udp_datagrams.fetch_add(1);
@@ -236,27 +181,30 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
 awaitable<std::optional<uint8_t>> read_request(Context& ctx, tcp::socket& s, Target& target) {
   Deadline deadline(s, ctx.handshake_timeout);
   bool ok = co_await negotiate(ctx, s);
-  uint8_t head[3] = {};
+  std::optional<Parsed> request;
+  uint8_t cmd = 0;
   if (ok) {
-    auto [ec, n] = co_await asio::async_read(s, asio::buffer(head), kTry);
-    ok = !ec && head[0] == kVersion;
+    std::vector<uint8_t> buf;
+    request = co_await read_message(s, buf, [&](std::span<const uint8_t> in) {
+      return parse_request(in, cmd, target);
+    });
   }
-  auto status = ok ? co_await read_target(s, target) : TargetStatus::io_error;
   deadline.disarm();
   if (deadline.expired()) {
     ctx.metrics.handshake_timeouts.fetch_add(1);
     wg::log::verbose("socks5: no complete request within the handshake timeout: closed");
     co_return std::nullopt;
   }
-  switch (status) {
-    case TargetStatus::ok:
-      co_return head[1];
-    case TargetStatus::io_error:
+  switch (request ? request->status : Status::malformed) {
+    case Status::complete:
+      co_return cmd;
+    case Status::incomplete:  // read_message never returns it
+    case Status::malformed:
       break;
-    case TargetStatus::bad_type:
+    case Status::bad_type:
       co_await reply(s, SocksReply::address_type_not_supported);
       break;
-    case TargetStatus::empty_name:
+    case Status::empty_name:
       co_await reply(s, SocksReply::host_unreachable);
       break;
   }

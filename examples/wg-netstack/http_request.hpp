@@ -1,0 +1,38 @@
+// What the HTTP proxy makes of a client's request header, decided without sockets: a
+// refusal (status and reason) or the CONNECT target. The server and the fuzz target share
+// it, and the parser's settings (kHeaderLimit) with it.
+#pragma once
+
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace wgns {
+
+// A request header larger than this gets 431.
+inline constexpr size_t kHeaderLimit = 16 * 1024;
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::empty_body>;
+
+struct HttpVerdict {
+  // ok: dial host:port; anything else is the refusal's status, with `reason` as its body.
+  boost::beast::http::status status = boost::beast::http::status::ok;
+  std::string reason;
+  bool want_auth = false;  // a 407 asks for Basic credentials
+  std::string host;
+  uint16_t port = 0;
+};
+
+// After reading the header failed: the refusal to answer, or nullopt to close without one
+// (the client went away).
+std::optional<HttpVerdict> verdict_for_read_error(const boost::system::error_code& ec);
+
+// A whole header: authorized (user empty: no credentials required), CONNECT, host:port.
+HttpVerdict verdict_for_request(const HttpRequest& req, const std::string& user, const std::string& password);
+
+}  // namespace wgns

@@ -1,0 +1,68 @@
+// Tests for the HTTP proxy's decisions on a request header (examples/wg-netstack/
+// http_request.cpp): authorization, method and target, and the refusals of read errors.
+#include <catch2/catch.hpp>
+
+#include <boost/asio/error.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/field.hpp>
+
+#include "http_request.hpp"
+
+using namespace wgns;
+namespace http = boost::beast::http;
+
+namespace {
+
+HttpRequest request(http::verb verb, const char* target, const char* auth = nullptr) {
+  HttpRequest r{verb, target, 11};
+  if (auth) r.set(http::field::proxy_authorization, auth);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("http request: CONNECT host:port is dialed", "[http]") {
+  auto v = verdict_for_request(request(http::verb::connect, "198.19.0.2:443"), "", "");
+  CHECK(v.status == http::status::ok);
+  CHECK(v.host == "198.19.0.2");
+  CHECK(v.port == 443);
+  auto v6 = verdict_for_request(request(http::verb::connect, "[fd00:19::2]:22"), "", "");
+  CHECK(v6.status == http::status::ok);
+  CHECK(v6.host == "fd00:19::2");
+}
+
+TEST_CASE("http request: refusals of method, target and credentials", "[http]") {
+  CHECK(verdict_for_request(request(http::verb::get, "http://a/"), "", "").status == http::status::method_not_allowed);
+  CHECK(verdict_for_request(request(http::verb::connect, "a"), "", "").status == http::status::bad_request);
+  CHECK(verdict_for_request(request(http::verb::connect, "a:65536"), "", "").status == http::status::bad_request);
+  auto none = verdict_for_request(request(http::verb::connect, "a:1"), "u", "p");
+  CHECK(none.status == http::status::proxy_authentication_required);
+  CHECK(none.want_auth);
+  // "dTpw" is base64 of "u:p", "dTpx" of "u:q".
+  CHECK(verdict_for_request(request(http::verb::connect, "a:1", "Basic dTpx"), "u", "p").status ==
+        http::status::proxy_authentication_required);
+  CHECK(verdict_for_request(request(http::verb::connect, "a:1", "Basic dTpw"), "u", "p").status == http::status::ok);
+  // Credentials come before the method: a GET without them learns nothing more.
+  CHECK(verdict_for_request(request(http::verb::get, "/"), "u", "p").status ==
+        http::status::proxy_authentication_required);
+}
+
+TEST_CASE("http request: read errors", "[http]") {
+  auto big = verdict_for_read_error(http::error::header_limit);
+  REQUIRE(big);
+  CHECK(big->status == http::status::request_header_fields_too_large);
+  CHECK_FALSE(verdict_for_read_error(boost::asio::error::connection_reset));
+  auto bad = verdict_for_read_error(http::error::bad_method);
+  REQUIRE(bad);
+  CHECK(bad->status == http::status::bad_request);
+}
+
+TEST_CASE("http request: a client that closes before sending a byte gets no reply", "[http]") {
+  // Beast reports end_of_stream, never asio's eof, for a connection closed before its
+  // first byte (a port scan, a health probe); a 400 to it only lingers for nothing.
+  CHECK_FALSE(verdict_for_read_error(http::error::end_of_stream));
+  // Half a header and then EOF is a malformed request: the client may still read.
+  auto half = verdict_for_read_error(http::error::partial_message);
+  REQUIRE(half);
+  CHECK(half->status == http::status::bad_request);
+}
