@@ -264,18 +264,21 @@ void Device::flush_inbound(Peer& p, Batch* done) {
 // --- handshakes ---
 
 // A full queue drops, except that it takes an eighth more of the messages whose mac2
-// proves their source address: past the rate at which the handshake thread answers
-// with cookies, a flood from spoofed sources fills the queue, and a real peer's
-// cookie-bearing retry must still get in. The mac2 check (two keyed BLAKE2s) is spent
-// only while the queue is full.
+// proves their source address, and of initiations from a peer's known endpoint: past the
+// rate at which the handshake thread answers with cookies, a flood from spoofed sources
+// fills the queue, and a real peer's cookie-bearing retry (or its rekey from where it
+// was) must still get in. The checks (two keyed BLAKE2s unless mac2 is zero, a hash
+// lookup) are spent only while the queue is full.
 void Device::queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from) {
   const size_t limit = options_.handshake_queue;
   const size_t queued = hs_queued_.load(std::memory_order_relaxed);
   if (queued >= limit) {
     uint8_t src[18];
     size_t src_len = from.destination_bytes(src);
+    const std::span<const uint8_t> source(src, src_len);
     if (queued >= limit + limit / 8 ||
-        !cookie_checker_.check_mac2(std::span(msg, size), std::span<const uint8_t>(src, src_len), Clock::now())) {
+        (!cookie_checker_.check_mac2(std::span(msg, size), source, Clock::now()) &&
+         !(classify_message(msg, size) == MessageType::initiation && known_endpoint(source)))) {
       stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
       return;
     }
