@@ -317,6 +317,9 @@ void Device::store_endpoint(Peer& p, const conn::Endpoint* ep) {
       auto it = known_endpoints_.find(std::string(reinterpret_cast<char*>(b), old->destination_bytes(b)));
       if (it != known_endpoints_.end() && --it->second == 0) known_endpoints_.erase(it);
     }
+    // A handshake that raced with remove_peer may store an endpoint after remove_peer
+    // took the peer's out: that one stays counted, which only lets its address skip the
+    // cookie round trip within HandshakeLoad's budget.
     if (ep) ++known_endpoints_[std::string(reinterpret_cast<char*>(b), ep->destination_bytes(b))];
   }
   if (ep) p.endpoint_ = *ep;

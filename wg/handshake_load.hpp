@@ -18,7 +18,7 @@ public:
   // a flood between the rate of Diffie-Hellman and the rate of cookie replies makes the
   // queue oscillate around the mark: cheap cookie replies drain it below, then every
   // message costs a Diffie-Hellman until it is back (in the netns pair at 20,000 spoofed
-  // initiations/s, 90 % got the Diffie-Hellman and the thread a whole core).
+  // initiations/s, 85 % got the Diffie-Hellman and the daemon a whole core).
   static constexpr std::chrono::seconds kHold{1};
 
   // Under load, initiations without a cookie from a peer's known endpoint that may still
