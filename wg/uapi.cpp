@@ -523,10 +523,10 @@ int listen_unix(const std::string& path, std::string& error) {
   }
   std::error_code fec;
   auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) {
-    std::filesystem::create_directories(dir, fec);
-    if (!fec) ::chmod(dir.c_str(), 0755);
-  }
+  // A directory we make is 0755 whatever the umask (wg reads the socket as root; others
+  // may list it, as for wireguard-go). One that exists keeps its mode: this once turned
+  // /tmp into 0755 for a socket made there.
+  if (!dir.empty() && std::filesystem::create_directories(dir, fec) && !fec) ::chmod(dir.c_str(), 0755);
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
 

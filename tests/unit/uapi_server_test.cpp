@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -241,4 +243,28 @@ TEST_CASE("uapi server: at the descriptor limit a client is answered -EMFILE, th
   CHECK(WEXITSTATUS(status) == 0);
   ::close(to_parent[0]);
   ::unlink(path.c_str());
+}
+
+TEST_CASE("uapi server: the socket's directory is made 0755, one that exists keeps its mode", "[uapi]") {
+  char tmpl[] = "/tmp/wgnet-uapi-dir.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string top = tmpl;
+  // Like /tmp: a directory that exists, sticky and writable by all.
+  REQUIRE(::chmod(top.c_str(), 01777) == 0);
+  std::string err;
+  int lfd = uapi::listen_unix(top + "/wg0.sock", err);
+  REQUIRE(lfd >= 0);
+  ::close(lfd);
+  struct stat st{};
+  REQUIRE(::stat(top.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 01777);  // was turned into 0755
+  // One that does not exist yet is made, 0755 whatever the umask.
+  const mode_t old_umask = ::umask(077);
+  lfd = uapi::listen_unix(top + "/run/wireguard/wg0.sock", err);
+  ::umask(old_umask);
+  REQUIRE(lfd >= 0);
+  ::close(lfd);
+  REQUIRE(::stat((top + "/run/wireguard").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0755);
+  std::filesystem::remove_all(top);
 }
