@@ -94,6 +94,27 @@ bool consumed(FaultPlan& plan) {
   return plan.script_done();
 }
 
+// A read (or receive) that fails every call with EIO for 500 ms: counted, it must be
+// met (at least once) and backed off (1 ms doubling to 250 ms: a few calls; spinning made
+// millions), then cleared. A reader already waiting in the real read returns with the
+// packet sent here and then meets the fault; one that had not got there yet (seen under
+// ASan) meets it at once, and the packet waits. Either way the faults begin within a
+// moment; the packet is taken afterwards, wherever it waited.
+void persistent_fault(FaultPlan& faults, tun::MemoryDevice& from, tun::MemoryDevice& to, uint8_t src, uint8_t dst) {
+  const uint64_t before = faults.calls;
+  faults.set_persistent(EIO);
+  from.inject(packet(src, dst, 0));
+  for (int i = 0; i < 500 && faults.calls - before < 1; ++i) std::this_thread::sleep_for(10ms);
+  const uint64_t start = faults.calls;
+  std::this_thread::sleep_for(500ms);
+  const uint64_t calls = faults.calls - start;
+  INFO(calls << " calls in 500 ms");
+  CHECK(calls >= 1);
+  CHECK(calls <= 30);
+  faults.set_persistent(0);
+  to.take(2s);
+}
+
 }  // namespace
 
 TEST_CASE("seams: EINTR, EAGAIN and ENOBUFS from the Bind's receive lose nothing", "[seams]") {
@@ -126,22 +147,7 @@ TEST_CASE("seams: ENOBUFS and EAGAIN from the Bind's send drop those batches onl
 
 TEST_CASE("seams: a Bind receive that fails every call is not spun on, and traffic resumes", "[seams]") {
   Link l;
-  const uint64_t before = l.bind_a.receive_faults.calls;
-  l.bind_a.receive_faults.set_persistent(EIO);
-  // A receiver already waiting in the real receive returns with this datagram and then
-  // meets the fault; one that had not got there yet meets it at once (and the datagram
-  // waits). Either way the faults begin within a moment.
-  l.mem_b.inject(packet(2, 1, 0));
-  for (int i = 0; i < 500 && l.bind_a.receive_faults.calls - before < 1; ++i) std::this_thread::sleep_for(10ms);
-  const uint64_t start = l.bind_a.receive_faults.calls;
-  std::this_thread::sleep_for(500ms);
-  const uint64_t calls = l.bind_a.receive_faults.calls - start;
-  INFO(calls << " receive calls in 500 ms");
-  // With the backoff (1 ms doubling to 250 ms) a few; spinning made millions.
-  CHECK(calls >= 1);  // it was really met
-  CHECK(calls <= 30);
-  l.bind_a.receive_faults.set_persistent(0);
-  l.mem_a.take(2s);  // the first datagram, wherever it waited
+  persistent_fault(l.bind_a.receive_faults, l.mem_b, l.mem_a, 2, 1);
   CHECK(pass(l.mem_b, l.mem_a, 2, 1, 1, 500) == 500);
 }
 
@@ -153,21 +159,7 @@ TEST_CASE("seams: TUN read faults, transient and persistent", "[seams]") {
     CHECK(consumed(l.tun_a.read_faults));
   }
   SECTION("a read that fails every call is not spun on, and traffic resumes") {
-    const uint64_t before = l.tun_a.read_faults.calls;
-    l.tun_a.read_faults.set_persistent(EIO);
-    // A reader already waiting in the real read returns with this packet and then meets
-    // the fault; one that had not got there yet (seen under ASan) meets it at once, and
-    // the packet waits. Either way the faults begin within a moment.
-    l.mem_a.inject(packet(1, 2, 0));
-    for (int i = 0; i < 500 && l.tun_a.read_faults.calls - before < 1; ++i) std::this_thread::sleep_for(10ms);
-    const uint64_t start = l.tun_a.read_faults.calls;
-    std::this_thread::sleep_for(500ms);
-    const uint64_t calls = l.tun_a.read_faults.calls - start;
-    INFO(calls << " read calls in 500 ms");
-    CHECK(calls >= 1);
-    CHECK(calls <= 30);
-    l.tun_a.read_faults.set_persistent(0);
-    l.mem_b.take(2s);  // the first packet, wherever it waited
+    persistent_fault(l.tun_a.read_faults, l.mem_a, l.mem_b, 1, 2);
     CHECK(pass(l.mem_a, l.mem_b, 1, 2, 1, 500) == 500);
   }
 }
