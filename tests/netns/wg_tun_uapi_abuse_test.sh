@@ -111,7 +111,9 @@ wait "$IDLE"
 check "idle: the client ran to its end ($(tail -1 "$TMP/idle.out"))" test $? -eq 0
 check "idle: wg show after" show_ok "$WG_A" "$PEER_B"
 check "idle: descriptors back to $BASE_FDS" fds_back "$PID" "$BASE_FDS"
-check "idle: threads back to $BASE_THREADS" test "$(thread_count "$PID")" -eq "$BASE_THREADS"
+# A connection's thread closes its descriptor just before it ends: up to 3 s for the rest.
+threads_are() { [ "$(thread_count "$1")" -eq "$2" ]; }
+check "idle: threads back to $BASE_THREADS" eventually 30 threads_are "$PID" "$BASE_THREADS"
 
 RSS=$(rss_kb "$PID")
 log "RSS after the abuse: $RSS KB (baseline $BASE_RSS KB, bound +$RSS_BOUND_KB KB)"
