@@ -27,15 +27,7 @@ struct Metrics {
   std::atomic<uint64_t> udp_datagrams{0};
   // SOCKS5 / HTTP clients closed for not sending their request within the timeout.
   std::atomic<uint64_t> handshake_timeouts{0};
-  // The most connections open at once since main's memory trim last looked.
-  std::atomic<uint64_t> connections_peak{0};
-
-  void connection_opened() {
-    const uint64_t now = connections_active.fetch_add(1) + 1;
-    uint64_t peak = connections_peak.load();
-    while (peak < now && !connections_peak.compare_exchange_weak(peak, now)) {
-    }
-  }
+  void connection_opened() { connections_active.fetch_add(1); }
   void connection_closed() { connections_active.fetch_sub(1); }
 };
 

@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -114,37 +115,50 @@ void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
 
 // Program policy, not the library's: glibc keeps the heap memory of closed connections
 // in the process (PITFALLS.md, "Memory and limits"), so RSS stayed at its peak after
-// 10,000 connections closed. Once a second, malloc_trim(0) hands the free pages back
-// (5-11 ms on this thread after 10,000 closed) if
-//  - the number of open connections fell by kTrimAfterCloses or more from its peak
-//    since the last look (many small connections closed), or
-//  - the heap's free bytes grew by kTrimFreeBytes or more over the least seen since the
-//    last trim (a few big ones closed: 100 connections that had moved 20 MB each left
-//    RSS at 159 MB, 15 times what it was before them, with only the first rule).
-// Free bytes that malloc_trim released still count as free (mallinfo2 cannot tell), so
-// the second rule measures from what was free after the trim; the least seen since then
-// follows free memory that was taken again. Steady churn of small connections
-// triggers neither.
-constexpr uint64_t kTrimAfterCloses = 256;
-constexpr size_t kTrimFreeBytes = 16 << 20;
+// 10,000 connections closed, and at 159 MB (11 MB before) after 100 connections that had
+// moved 20 MB each. Once a second this looks at the slack: resident memory beyond what
+// the allocator has handed out (mallinfo2's in-use and mmapped bytes). When the slack has
+// grown by kTrimSlackGrowth since the last trim, malloc_trim(0) hands the free pages back
+// (5-35 ms on this thread) and the slack left after it (pages that hold some live data,
+// the top of thread arenas, code and stacks) is the new base.
+// Free bytes alone cannot tell: freed pages that a trim released and a later load touched
+// again still count as free, so a rule on free bytes missed RSS that came back (CI: 115
+// MB after the load, 11 MB before; the arenas held 148 MB free, trimmed once early).
+// Steady churn reuses the same pages and does not grow the slack.
+constexpr size_t kTrimSlackGrowth = 16 << 20;
 
-void trim_after_closes(Context& ctx, std::shared_ptr<asio::steady_timer> timer, size_t least_free) {
+// Resident bytes of this process (/proc/self/statm, second field); 0 if unreadable.
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages_total = 0, pages_resident = 0;
+  if (!(statm >> pages_total >> pages_resident)) return 0;
+  return pages_resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Resident memory beyond what the allocator has handed out (0 if RSS is unreadable).
+size_t heap_slack() {
+  const struct mallinfo2 info = mallinfo2();
+  const size_t in_use = info.uordblks + info.hblkhd;
+  const size_t resident = resident_bytes();
+  return resident > in_use ? resident - in_use : 0;
+}
+
+void trim_when_slack_grows(std::shared_ptr<asio::steady_timer> timer, size_t base_slack) {
   timer->expires_after(std::chrono::seconds(1));
-  timer->async_wait([&ctx, timer, least_free](const error_code& ec) mutable {
+  timer->async_wait([timer, base_slack](const error_code& ec) mutable {
     if (ec) return;
-    const uint64_t active = ctx.metrics.connections_active.load();
-    const uint64_t peak = ctx.metrics.connections_peak.exchange(active);
-    const size_t free_now = mallinfo2().fordblks;
-    least_free = std::min(least_free, free_now);
-    if (peak >= active + kTrimAfterCloses || free_now >= least_free + kTrimFreeBytes) {
+    const size_t slack = heap_slack();
+    if (slack >= base_slack + kTrimSlackGrowth) {
       const auto start = std::chrono::steady_clock::now();
       malloc_trim(0);
-      least_free = mallinfo2().fordblks;
-      wg::log::verbose("memory: {} fewer connections open, {} MiB free in the heap, malloc_trim took {} ms",
-                       peak - active, free_now >> 20,
+      base_slack = heap_slack();
+      wg::log::verbose("memory: {} MiB resident beyond the heap's use, {} MiB after malloc_trim ({} ms)",
+                       slack >> 20, base_slack >> 20,
                        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      base_slack = std::min(base_slack, slack);
     }
-    trim_after_closes(ctx, timer, least_free);
+    trim_when_slack_grows(timer, base_slack);
   });
 }
 
@@ -269,7 +283,7 @@ int main(int argc, char** argv) {
     auto timer = std::make_shared<asio::steady_timer>(ex);
     if (!named.empty()) watch_endpoints(ctx, timer, named);
     auto trim_timer = std::make_shared<asio::steady_timer>(ex);
-    trim_after_closes(ctx, trim_timer, mallinfo2().fordblks);
+    trim_when_slack_grows(trim_timer, heap_slack());
 
     wg::log::event("wg-netstack: up, UDP port {}{}{}{}", device.listen_port(),
                    no_socks ? "" : ", SOCKS5 on " + socks, http_addr.empty() ? "" : ", HTTP on " + http_addr,
