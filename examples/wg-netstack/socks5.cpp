@@ -141,10 +141,17 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
       size_t hl;
       if (!parse_udp_header(std::span<const uint8_t>(buf.data(), n), t, hl)) continue;
       auto [rerr, addrs] = co_await ctx.stack.async_resolve(t.host, kTry);
-      if (rerr || addrs.empty()) continue;
+      if (rerr) continue;
+      // A datagram to our own tunnel address would leave through the tunnel (the netstack
+      // does not loop back) toward a peer that routes it on: dropped, as any datagram
+      // the relay cannot deliver (RFC 1928 §7).
+      auto to = std::find_if(addrs.begin(), addrs.end(), [&](const wg::IpAddress& a) { return !is_own_address(ctx, a); });
+      if (to == addrs.end()) {
+        if (!addrs.empty()) wg::log::verbose("socks5: UDP datagram to the proxy's own address {}: dropped", t.host);
+        continue;
+      }
       ctx.metrics.udp_datagrams.fetch_add(1);
-      co_await tunnel.async_send_to(asio::buffer(buf.data() + hl, n - hl), netstack::Endpoint{addrs.front(), t.port},
-                                    kTry);
+      co_await tunnel.async_send_to(asio::buffer(buf.data() + hl, n - hl), netstack::Endpoint{*to, t.port}, kTry);
     }
   };
   auto tunnel_to_client = [&]() -> awaitable<void> {

@@ -153,11 +153,15 @@ if cmd == "connect":
     s, rep, _ = request(proxy, 1, host, port)
     print(rep)
 elif cmd == "udp":
+    # udp PROXY HOST PORT PAYLOAD [FIRST...]: one datagram to each FIRST address (same
+    # port) on the association before those to HOST.
     payload = sys.argv[5].encode()
     ctrl, rep, relay = request(proxy, 3, "0.0.0.0", 0)
     assert rep == 0, "UDP ASSOCIATE refused: %d" % rep
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     u.settimeout(2)
+    for first in sys.argv[6:]:
+        u.sendto(b"\0\0\0" + address(first, port) + payload, relay)
     for attempt in range(5):
         u.sendto(b"\0\0\0" + address(host, port) + payload, relay)
         try:
@@ -288,6 +292,20 @@ run_checks() {
   check "SOCKS5 UDP ASSOCIATE to a name resolved in the tunnel ($out)" test "$out" = "198.19.0.2 7007 udp by name"
   out=$(na timeout 20 python3 "$TMP/socks.py" udp "$SOCKS" fd00:19::2 7007 "udp6 via socks")
   check "SOCKS5 UDP ASSOCIATE round trip over IPv6 ($out)" test "$out" = "fd00:19::2 7007 udp6 via socks"
+  # Datagrams to the proxy's own addresses stay in the proxy: fd00:19::1 lies inside B's
+  # AllowedIPs, so one that left would reach B's interface, where a counter waits for it.
+  # (prerouting: B does not forward, so the packet would go no further.)
+  nb nft add table inet own_udp
+  nb nft add chain inet own_udp arriving "{ type filter hook prerouting priority 0; }"
+  nb nft add rule inet own_udp arriving iifname "$WG_B" udp dport 7007 ip6 daddr fd00:19::1 counter
+  nb nft add rule inet own_udp arriving iifname "$WG_B" udp dport 7007 ip6 daddr fd00:19::2 counter
+  out=$(na timeout 20 python3 "$TMP/socks.py" udp "$SOCKS" fd00:19::2 7007 "after own" fd00:19::1 198.19.0.1)
+  check "SOCKS5 UDP ASSOCIATE: the association works after datagrams to its own addresses ($out)" \
+    test "$out" = "fd00:19::2 7007 after own"
+  # The counter's rule sees what it should: the datagram to fd00:19::2 passed it.
+  check "SOCKS5 UDP ASSOCIATE: a datagram to the proxy's own fd00:19::1 never reached the tunnel ($(nb nft list table inet own_udp | grep -o 'daddr [^ ]* counter packets [0-9]*' | tr '\n' ' '))" \
+    own_udp_counts_are 0 nonzero
+  nb nft delete table inet own_udp
 
   # Error replies (RFC 1928 REP): 5 = connection refused, 4 = host unreachable.
   out=$(na timeout 20 python3 "$TMP/socks.py" connect "$SOCKS" 198.19.0.2 9)
@@ -339,6 +357,14 @@ probe_answers() {
   check "$what (got '$out')" \
     python3 -c 'import sys; c, w, s, m, e = sys.argv[1:]; sys.exit(not (c == w and float(s) <= float(m) and e == "fin"))' \
     "$code" "$want" "${secs:-1e9}" "$max" "${end:-none}"
+}
+
+# own_udp_counts_are A B: the packets counted toward fd00:19::1 are A (a number) and those
+# toward fd00:19::2 are B (a number, or "nonzero").
+own_udp_counts_are() {
+  local c
+  c=($(nb nft list table inet own_udp | grep -o 'counter packets [0-9]*' | awk '{print $3}'))
+  [ "${#c[@]}" -eq 2 ] && [ "${c[0]}" -eq "$1" ] && { [ "$2" = nonzero ] && [ "${c[1]}" -gt 0 ] || [ "${c[1]}" = "$2" ]; }
 }
 
 # Clients that send what they should not, or not enough: each gets its protocol's answer.
