@@ -308,6 +308,11 @@ void Device::set_endpoint(Peer& p, const conn::Endpoint& ep) {
   store_endpoint(p, &ep);
 }
 
+std::optional<conn::Endpoint> Device::endpoint(Peer& p) const {
+  std::lock_guard lock(p.endpoint_mu_);
+  return p.endpoint_;
+}
+
 void Device::store_endpoint(Peer& p, const conn::Endpoint* ep) {
   const auto& old = p.endpoint_;
   if (!(old && ep && old->same_destination(*ep)) && (old || ep)) {

@@ -97,6 +97,7 @@ public:
   void set_preshared_key(Peer& p, const PresharedKey& psk);
   PresharedKey preshared_key(Peer& p);
   void set_endpoint(Peer& p, const conn::Endpoint& ep);
+  std::optional<conn::Endpoint> endpoint(Peer& p) const;
   void set_persistent_keepalive(Peer& p, uint16_t seconds);
   uint16_t persistent_keepalive(Peer& p);
   void add_allowed_ip(Peer& p, const IpPrefix& prefix);

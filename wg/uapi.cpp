@@ -535,7 +535,9 @@ int listen_unix(const std::string& path, std::string& error) {
     error = std::string("socket: ") + std::strerror(errno);
     return -1;
   }
-  mode_t old = ::umask(077);
+  // The socket file gets 0600: only its owner may connect (a socket needs write
+  // permission to connect; x means nothing on it).
+  mode_t old = ::umask(0177);
   int r = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   if (r < 0 && errno == EADDRINUSE) {
     // Another daemon may own it: only a socket that no longer answers is removed.

@@ -103,8 +103,11 @@ private:
   std::thread acceptor_;
 };
 
+// Where wg(8) looks for the socket of a userspace interface NAME: kSocketDir/NAME.sock.
+inline constexpr const char* kSocketDir = "/var/run/wireguard";
+
 // Creates /var/run/wireguard (0755) style directories and binds `path` with mode 0600
-// (umask 077). A path whose socket still answers is in use: error, never removed; a
+// (umask 0177). A path whose socket still answers is in use: error, never removed; a
 // stale file is replaced. Returns the fd or -1 with `error` set.
 int listen_unix(const std::string& path, std::string& error);
 

@@ -10,10 +10,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/core.h>
 #include <malloc.h>
+#include <fcntl.h>
+#include <net/if.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <future>
 
@@ -26,6 +30,7 @@
 #include "socks5.hpp"
 #include "wg/apply.hpp"
 #include "wg/log.hpp"
+#include "wg/uapi.hpp"
 
 namespace wgns {
 
@@ -98,11 +103,7 @@ void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
       if (last.count() > 0 && now - last < wg::kRekeyAfterTime + wg::kRekeyTimeout) continue;
       std::string err;
       if (auto ep = wg::resolve_endpoint(text, err)) {
-        std::optional<conn::Endpoint> cur;
-        {
-          std::lock_guard lock(p->endpoint_mu_);
-          cur = p->endpoint_;
-        }
+        auto cur = ctx.device.endpoint(*p);
         if (!cur || !cur->same_destination(*ep)) {
           wg::log::event("endpoint {} now resolves to {}", text, ep->to_string());
           ctx.device.set_endpoint(*p, *ep);
@@ -162,6 +163,75 @@ void trim_when_slack_grows(std::shared_ptr<asio::steady_timer> timer, size_t bas
   });
 }
 
+// A usage error: one line on stderr, exit status 1 (wg-tun's too, and wireguard-go's).
+[[noreturn]] void usage_error(std::string what) {
+  std::replace(what.begin(), what.end(), '\n', ' ');
+  fmt::print(stderr, "wg-netstack: {} (--help for usage)\n", what);
+  std::exit(1);
+}
+
+// -d: forks before any thread starts. The parent waits until the child is up (exit 0) or
+// has failed (exit 1; the child has printed why), and never returns. The child, in a new
+// session, gets the descriptor to hand to daemon_ready.
+int fork_daemon() {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid > 0) {
+    ::close(p[1]);
+    char c = 0;
+    ssize_t n;
+    do n = ::read(p[0], &c, 1);
+    while (n < 0 && errno == EINTR);
+    std::_Exit(n == 1 && c == 'k' ? 0 : 1);
+  }
+  ::close(p[0]);
+  setsid();
+  return p[1];
+}
+
+// The child of fork_daemon is up: tells the parent, and lets go of the terminal.
+void daemon_ready(int fd) {
+  const char ok = 'k';
+  (void)!::write(fd, &ok, 1);
+  ::close(fd);
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    for (int target : {0, 1, 2}) ::dup2(null, target);
+    if (null > 2) ::close(null);
+  }
+}
+
+// wireproxy's default config paths, when -c is not given: the first that exists.
+std::string default_config_path() {
+  std::vector<std::string> paths{"/etc/wireproxy/wireproxy.conf"};
+  if (const char* home = std::getenv("HOME"); home && *home) paths.push_back(std::string(home) + "/.config/wireproxy.conf");
+  for (auto& p : paths)
+    if (::access(p.c_str(), F_OK) == 0) return p;
+  return {};
+}
+
+// SIGHUP: the config file again, its WireGuard part applied as `wg syncconf` would (peers
+// added, changed and removed; unchanged ones keep their sessions, and the proxies their
+// connections). What cannot change at run time (Address, DNS, MTU, the proxies' and
+// forwards' options) stays as started. A file that does not parse changes nothing.
+void reload(wg::Device& device, const std::string& path) {
+  wg::Config cfg;
+  try {
+    cfg = wg::load_config(path);
+  } catch (const std::exception& e) {
+    wg::log::error("wg-netstack: reload: {}; nothing changed", e.what());
+    return;
+  }
+  try {
+    wg::sync_config(device, cfg);
+    wg::log::event("wg-netstack: {} reloaded ({} peers)", path, device.peers().size());
+  } catch (const std::exception& e) {
+    wg::log::error("wg-netstack: reload of {}: {}; what came before it is applied", path, e.what());
+  }
+}
+
 std::pair<std::string, std::string> read_auth(const std::string& file) {
   std::string line;
   if (const char* env = std::getenv("WG_NETSTACK_AUTH"); env && file.empty()) {
@@ -189,13 +259,20 @@ int main(int argc, char** argv) {
   std::string congestion = "bbr";
   bool no_socks = false;
   std::vector<std::string> forwards, reverses;
-  app.add_option("-c,--config", config_path, "wg-quick style config file (Interface Address= required)")->required();
+  bool silent = false, daemon_mode = false, config_test = false;
+  app.set_version_flag("-v,--version", std::string("wg-netstack ") + WGNET_VERSION + " (wgnet)");
+  app.add_option("-c,--config", config_path,
+                 "config file: wg-quick style ([Interface] Address= required) or wireproxy's format; default: "
+                 "the first of /etc/wireproxy/wireproxy.conf and $HOME/.config/wireproxy.conf that exists");
+  app.add_flag("-n,--configtest", config_test, "only check the config file: print 'Config OK' or its error");
+  app.add_flag("-d,--daemon", daemon_mode, "run in the background once up (the exit status says whether it came up)");
+  app.add_flag("-s,--silent", silent, "log nothing (--log-level silent)");
   app.add_option("--socks5", socks, "SOCKS5 listen address")->capture_default_str();
   app.add_flag("--no-socks5", no_socks, "do not run the SOCKS5 proxy");
   app.add_option("--http", http_addr, "HTTP CONNECT proxy listen address");
   app.add_option("--forward", forwards, "tcp|udp:LOCAL_ADDR:PORT=TUNNEL_HOST:PORT (repeatable)");
   app.add_option("--reverse", reverses, "tcp|udp:TUNNEL_ADDR:PORT=LOCAL_ADDR:PORT (repeatable)");
-  app.add_option("--health", health_addr, "serve /readyz and /metrics on this address");
+  app.add_option("--health,-i,--info", health_addr, "serve /readyz and /metrics on this address");
   app.add_option("--auth-file", auth_file,
                  "file with one line USER:PASSWORD for the proxies (or env WG_NETSTACK_AUTH)");
   double handshake_seconds = std::chrono::duration<double>(kDefaultHandshakeTimeout).count();
@@ -210,12 +287,34 @@ int main(int argc, char** argv) {
                  "after 9 unanswered it fails, and a peer that restarted answers the first with a reset (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
-  app.add_option("--log-level", level, "verbose, error or silent")->capture_default_str();
+  std::string iface_name, uapi_path;
+  app.add_option("--interface", iface_name,
+                 std::string("serve the UAPI as interface NAME, so that wg(8) drives it: ") + wg::uapi::kSocketDir +
+                     "/NAME.sock")
+      ->check([](const std::string& n) -> std::string {
+        if (n.empty() || n.size() >= IFNAMSIZ || n == "." || n == ".." ||
+            n.find_first_of("/ \t\n") != std::string::npos)
+          return "an interface name is 1-15 characters without '/' or spaces";
+        return {};
+      });
+  app.add_option("--uapi", uapi_path, "serve the UAPI on this Unix socket path instead (wg(8) cannot find it there)");
+  app.add_option("--log-level", level, "verbose, error or silent")
+      ->check(CLI::IsMember({"verbose", "error", "silent"}))
+      ->capture_default_str();
   app.add_option("--tcp-congestion", congestion,
                  "congestion control of the tunnel's TCP senders: bbr (keeps its rate under random loss) or cubic")
       ->check(CLI::IsMember({"bbr", "cubic"}))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    usage_error(e.what());
+  }
+  if (config_path.empty()) config_path = default_config_path();
+  if (config_path.empty())
+    usage_error("no config file: -c FILE (or /etc/wireproxy/wireproxy.conf, $HOME/.config/wireproxy.conf)");
+  if (silent) level = "silent";
 
   wg::log::set_level(level == "verbose" ? wg::log::Level::verbose
                      : level == "silent" ? wg::log::Level::silent
@@ -224,6 +323,7 @@ int main(int argc, char** argv) {
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -235,6 +335,11 @@ int main(int argc, char** argv) {
     for (auto* a : {&socks, &http_addr})
       if (!a->empty() && !(a == &socks && no_socks) && !is_loopback(*a) && user.empty())
         throw std::runtime_error("listening on " + *a + " (not loopback) needs credentials: --auth-file");
+    if (config_test) {
+      fmt::print("Config OK\n");
+      return 0;
+    }
+    const int ready_fd = daemon_mode ? fork_daemon() : -1;
 
     netstack::StackOptions so;
     so.addresses = cfg.iface.addresses;
@@ -253,6 +358,14 @@ int main(int argc, char** argv) {
     if (auto ec = device.up())
       throw std::runtime_error(fmt::format("cannot open UDP port {}: {}", cfg.iface.listen_port.value_or(0), ec.message()));
     stack->set_route_check([&device](const wg::IpAddress& a) { return device.routable(a); });
+    if (uapi_path.empty() && !iface_name.empty()) uapi_path = std::string(wg::uapi::kSocketDir) + "/" + iface_name + ".sock";
+    std::unique_ptr<wg::uapi::Server> uapi;
+    if (!uapi_path.empty()) {
+      std::string err;
+      int fd = wg::uapi::listen_unix(uapi_path, err);
+      if (fd < 0) throw std::runtime_error(err);
+      uapi = std::make_unique<wg::uapi::Server>(device, fd);
+    }
 
     Context ctx{*stack, device, {}, user, password,
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -285,12 +398,18 @@ int main(int argc, char** argv) {
     auto trim_timer = std::make_shared<asio::steady_timer>(ex);
     trim_when_slack_grows(trim_timer, heap_slack());
 
-    wg::log::event("wg-netstack: up, UDP port {}{}{}{}", device.listen_port(),
+    wg::log::event("wg-netstack: up, UDP port {}{}{}{}{}", device.listen_port(),
                    no_socks ? "" : ", SOCKS5 on " + socks, http_addr.empty() ? "" : ", HTTP on " + http_addr,
-                   health_addr.empty() ? "" : ", health on " + health_addr);
+                   health_addr.empty() ? "" : ", health on " + health_addr,
+                   uapi_path.empty() ? "" : ", UAPI on " + uapi_path);
+    if (ready_fd >= 0) daemon_ready(ready_fd);
     int sig = 0;
-    sigwait(&sigs, &sig);
+    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload(device, config_path);
     wg::log::event("wg-netstack: shutting down");
+    if (uapi) {
+      uapi->stop();
+      ::unlink(uapi_path.c_str());
+    }
     // Stop accepting on the Stack's thread, then take the tunnel down.
     std::promise<void> stopped;
     asio::post(ex, [&] {

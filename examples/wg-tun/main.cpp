@@ -34,8 +34,8 @@
 
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
-constexpr const char* kSocketDir = "/var/run/wireguard";
+constexpr const char* kVersion = WGNET_VERSION;
+using wg::uapi::kSocketDir;
 
 // What the command line turned off.
 struct Disabled {
@@ -58,6 +58,13 @@ constexpr OffloadFlag kOffloadFlags[] = {
     {"--disable-udp-gso", "WG_DISABLE_UDP_GSO", "UDP_SEGMENT sends on the UDP sockets", &Disabled::udp_gso},
     {"--disable-udp-gro", "WG_DISABLE_UDP_GRO", "UDP_GRO receives on the UDP sockets", &Disabled::udp_gro},
 };
+
+// A usage error: one line on stderr, exit status 1 (as wireguard-go's; wg-netstack's too).
+[[noreturn]] void usage_error(const char* argv0, const std::string& what) {
+  fmt::print(stderr, "wg-tun: {}; usage: {} [-f/--foreground] [--disable-OFFLOAD]... INTERFACE-NAME (--help: the offloads)\n",
+             what, argv0);
+  std::exit(1);
+}
 
 [[noreturn]] void usage(const char* argv0, int code) {
   std::FILE* out = code ? stderr : stdout;
@@ -153,13 +160,11 @@ int main(int argc, char** argv) {
     if (flag != std::end(kOffloadFlags)) disabled.*flag->field = true;
     else if (a == "-f" || a == "--foreground") foreground = true;
     else if (iface.empty() && !a.empty() && a[0] != '-') iface = a;
-    else usage(argv[0], 1);
+    else if (a.empty() || a[0] == '-') usage_error(argv[0], "unknown option '" + a + "'");
+    else usage_error(argv[0], "one interface name only ('" + iface + "', then '" + a + "')");
   }
-  if (iface.empty()) usage(argv[0], 1);
-  if (iface.size() >= IFNAMSIZ) {
-    fmt::print(stderr, "wg-tun: interface name too long: {}\n", iface);
-    return 1;
-  }
+  if (iface.empty()) usage_error(argv[0], "no interface name");
+  if (iface.size() >= IFNAMSIZ) usage_error(argv[0], "interface name too long: " + iface);
   if (const char* f = std::getenv("WG_PROCESS_FOREGROUND"); f && std::string(f) == "1") foreground = true;
   wg::log::set_level(level_from_env());
 

@@ -290,10 +290,15 @@ CONF
 usage_checks() {
   local out rc
   out=$("$WGNET_BIN/wg-tun" --disable-everything wgx 2>"$TMP/usage.err"); rc=$?
+  # A usage error: one line on stderr naming the problem and the usage, exit status 1
+  # (wireguard-go's; wg-netstack's too).
   check "unknown flag: exit 1 (got $rc), nothing on stdout" test $rc -eq 1 -a -z "$out"
-  check "unknown flag: usage on stderr" grep -q '^Usage: .*\[-f/--foreground\]' "$TMP/usage.err"
-  out=$("$WGNET_BIN/wg-tun" 2>/dev/null); rc=$?
-  check "no interface: exit 1 (got $rc)" test $rc -eq 1 -a -z "$out"
+  check "unknown flag: one line on stderr naming it, with the usage" \
+    test "$(wc -l <"$TMP/usage.err")" -eq 1 -a -n "$(grep "unknown option '--disable-everything'.*usage: .*\[-f/--foreground\]" "$TMP/usage.err")"
+  out=$("$WGNET_BIN/wg-tun" 2>"$TMP/usage.err"); rc=$?
+  check "no interface: exit 1 (got $rc), one line" test $rc -eq 1 -a -z "$out" -a "$(wc -l <"$TMP/usage.err")" -eq 1
+  out=$("$WGNET_BIN/wg-tun" wga wgb 2>"$TMP/usage.err"); rc=$?
+  check "two interface names: exit 1 (got $rc), one line" test $rc -eq 1 -a -z "$out" -a "$(wc -l <"$TMP/usage.err")" -eq 1
   "$WGNET_BIN/wg-tun" --help >"$TMP/usage.out" 2>&1; rc=$?
   check "--help: exit 0 (got $rc)" test $rc -eq 0
   local o
