@@ -313,6 +313,8 @@ std::optional<conn::Endpoint> Device::endpoint(Peer& p) const {
   return p.endpoint_;
 }
 
+void Device::initiate_handshake(Peer& p) { send_initiation(p, false); }
+
 void Device::store_endpoint(Peer& p, const conn::Endpoint* ep) {
   const auto& old = p.endpoint_;
   if (!(old && ep && old->same_destination(*ep)) && (old || ep)) {

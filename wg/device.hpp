@@ -98,6 +98,8 @@ public:
   PresharedKey preshared_key(Peer& p);
   void set_endpoint(Peer& p, const conn::Endpoint& ep);
   std::optional<conn::Endpoint> endpoint(Peer& p) const;
+  // Sends p a handshake initiation now (at most one per REKEY_TIMEOUT, as always).
+  void initiate_handshake(Peer& p);
   void set_persistent_keepalive(Peer& p, uint16_t seconds);
   uint16_t persistent_keepalive(Peer& p);
   void add_allowed_ip(Peer& p, const IpPrefix& prefix);

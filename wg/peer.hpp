@@ -27,6 +27,9 @@ struct PeerStats {
   std::atomic<uint64_t> rx_bytes{0};
   // Wall-clock time of the last completed handshake, in ns since the epoch (0 = never).
   std::atomic<int64_t> last_handshake_ns{0};
+  // Wall-clock time of the first initiation sent since the last completed handshake, in ns
+  // since the epoch (0 = none unanswered): how long the peer has not answered.
+  std::atomic<int64_t> unanswered_since_ns{0};
 };
 
 class Peer : public std::enable_shared_from_this<Peer> {

@@ -239,6 +239,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
       if (confirmed) {
         p.stats_.last_handshake_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
             std::chrono::system_clock::now().time_since_epoch()).count());
+        p.stats_.unanswered_since_ns.store(0);
         stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
         log::event("{}: handshake completed (responder)", peer_name(p));
         send_staged(p);
@@ -457,6 +458,7 @@ void Device::consume_response_message(HandshakeJob& job) {
   }
   p->stats_.last_handshake_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::system_clock::now().time_since_epoch()).count());
+  p->stats_.unanswered_since_ns.store(0);
   stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
   log::event("{}: handshake completed (initiator)", peer_name(*p));
   // Confirm the session to the responder: staged data, or a keepalive.

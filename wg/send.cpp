@@ -291,6 +291,10 @@ void Device::send_initiation(Peer& p, bool retry) {
   std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);
   send_to_peer(p, std::span(&d, 1));
   p.stats_.tx_bytes.fetch_add(sizeof msg, std::memory_order_relaxed);
+  int64_t none = 0;
+  p.stats_.unanswered_since_ns.compare_exchange_strong(
+      none, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
   {
     std::lock_guard tl(p.timers_mu_);
     if (!retry) p.timers_.reset_attempts();

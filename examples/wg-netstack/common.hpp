@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,19 @@ struct Metrics {
 
 inline constexpr auto kDefaultHandshakeTimeout = std::chrono::seconds(10);
 
+// CheckAlive (wireproxy's key): addresses pinged through the tunnel every interval; with
+// them, /readyz follows their answers instead of the handshakes.
+struct CheckAlive {
+  struct Target {
+    wg::IpAddress address;
+    std::optional<std::chrono::steady_clock::time_point> last_pong;
+    int64_t last_pong_unix = 0;  // wall clock, for the /readyz body; 0 = never
+  };
+  std::chrono::seconds interval{5};
+  mutable std::mutex mu;  // guards targets' pong times
+  std::vector<Target> targets;
+};
+
 struct Context {
   netstack::Stack& stack;
   wg::Device& device;
@@ -41,6 +56,8 @@ struct Context {
   std::string user, password;
   // How long a SOCKS5 or HTTP client may take to send its greeting and request.
   std::chrono::steady_clock::duration handshake_timeout = kDefaultHandshakeTimeout;
+  // Set when CheckAlive addresses are configured (see start_check_alive).
+  CheckAlive* checks = nullptr;
 };
 
 // Counts a proxied connection as active for its lifetime.

@@ -1,6 +1,7 @@
 // Health endpoints with Beast. Never prints key material: peers are labelled by index.
 #include "health.hpp"
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/core.h>
@@ -10,13 +11,43 @@
 namespace wgns {
 namespace http = boost::beast::http;
 
-bool ready(Context& ctx) {
-  auto now = std::chrono::system_clock::now().time_since_epoch();
+// Without CheckAlive: ready while some peer's handshakes succeed. A peer counts when it
+// has completed a handshake and the first initiation sent since then (if any) has gone
+// unanswered for no longer than REKEY_TIMEOUT (+1 s for the answer's way back; retries
+// do not restart that clock). So an idle tunnel whose last handshake is hours old stays
+// ready (the next request handshakes at once), and a peer that stopped answering makes it
+// 503 about 6 s after the first attempt that needed it.
+bool handshakes_healthy(Context& ctx) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
   for (auto& p : ctx.device.peers()) {
-    auto last = std::chrono::nanoseconds(p->stats_.last_handshake_ns.load());
-    if (last.count() > 0 && now - last < wg::kRejectAfterTime) return true;
+    if (p->stats_.last_handshake_ns.load() <= 0) continue;
+    const auto unanswered = std::chrono::nanoseconds(p->stats_.unanswered_since_ns.load());
+    if (unanswered.count() == 0 || now - unanswered < wg::kRekeyTimeout + std::chrono::seconds(1)) return true;
   }
   return false;
+}
+
+// With CheckAlive (wireproxy's rule): ready when every address answered a ping within the
+// last interval + 2 s.
+bool checks_healthy(const CheckAlive& checks) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(checks.mu);
+  for (auto& t : checks.targets)
+    if (!t.last_pong || now - *t.last_pong > checks.interval + std::chrono::seconds(2)) return false;
+  return true;
+}
+
+bool ready(Context& ctx) { return ctx.checks ? checks_healthy(*ctx.checks) : handshakes_healthy(ctx); }
+
+// wireproxy's /readyz body with CheckAlive: {"ADDR":UNIX_SECONDS_OF_LAST_PONG,...} (0: none).
+std::string checks_json(const CheckAlive& checks) {
+  std::string out = "{";
+  std::lock_guard lock(checks.mu);
+  for (auto& t : checks.targets) {
+    if (out.size() > 1) out += ",";
+    out += fmt::format("\"{}\":{}", t.address.to_string(), t.last_pong_unix);
+  }
+  return out + "}";
 }
 
 std::string metrics_text(Context& ctx) {
@@ -94,7 +125,12 @@ awaitable<void> serve(Context& ctx, tcp::socket s) {
     if (req.target() == "/readyz") {
       bool ok = ready(ctx);
       res.result(ok ? http::status::ok : http::status::service_unavailable);
-      res.body() = ok ? "ready\n" : "no fresh handshake\n";
+      if (ctx.checks) {
+        res.set(http::field::content_type, "application/json");
+        res.body() = checks_json(*ctx.checks);
+      } else {
+        res.body() = ok ? "ready\n" : "no handshake with any peer succeeded lately\n";
+      }
     } else if (req.target() == "/metrics") {
       res.set(http::field::content_type, "text/plain; version=0.0.4");
       res.body() = metrics_text(ctx);
@@ -109,7 +145,34 @@ awaitable<void> serve(Context& ctx, tcp::socket s) {
   }
 }
 
+awaitable<void> ping_forever(Context& ctx, CheckAlive& checks, size_t i) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  const auto interval = checks.interval;
+  const auto address = checks.targets[i].address;
+  for (;;) {
+    const auto next = std::chrono::steady_clock::now() + interval;
+    auto [ec, rtt] = co_await ctx.stack.async_ping(
+        address, std::chrono::duration_cast<std::chrono::milliseconds>(interval), kTry);
+    if (!ec) {
+      std::lock_guard lock(checks.mu);
+      checks.targets[i].last_pong = std::chrono::steady_clock::now();
+      checks.targets[i].last_pong_unix =
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    } else if (ec == asio::error::operation_aborted) {
+      co_return;
+    }
+    timer.expires_at(next);
+    auto [terr] = co_await timer.async_wait(kTry);
+    if (terr) co_return;
+  }
+}
+
 }  // namespace
+
+void start_check_alive(Context& ctx, CheckAlive& checks) {
+  for (size_t i = 0; i < checks.targets.size(); ++i)
+    asio::co_spawn(ctx.stack.get_executor(), ping_forever(ctx, checks, i), asio::detached);
+}
 
 awaitable<void> health_server(Context& ctx, tcp::acceptor& acceptor) {
   return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve(ctx, std::move(s)); });

@@ -6,6 +6,10 @@
 #include <boost/beast/http/field.hpp>
 #include <sodium.h>
 
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
 #include "common.hpp"
 #include "wg/crypto.hpp"
 
@@ -43,6 +47,44 @@ HttpVerdict refusal(http::status status, std::string reason, bool want_auth = fa
   return v;
 }
 
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  return true;
+}
+
+// "http://authority[/path][?query][#fragment]" → where to forward it. The fragment is
+// never sent (RFC 9110 §4.2.4); userinfo is refused (RFC 9110 §4.2.4 deprecates it).
+HttpVerdict absolute_form(std::string_view target, bool options) {
+  if (!target.empty() && (target[0] == '/' || target == "*"))
+    return refusal(http::status::bad_request, "a request to a proxy needs an absolute URI (http://host/...)");
+  if (starts_with_nocase(target, "https://"))
+    return refusal(http::status::bad_request, "https:// goes through CONNECT");
+  if (!starts_with_nocase(target, "http://"))
+    return refusal(http::status::bad_request, "only http:// URIs are forwarded");
+  target.remove_prefix(7);
+  if (auto hash = target.find('#'); hash != std::string_view::npos) target = target.substr(0, hash);
+  const size_t end = std::min(target.find('/'), target.find('?'));
+  std::string_view authority = target.substr(0, end), rest = end == std::string_view::npos ? "" : target.substr(end);
+  if (authority.find('@') != std::string_view::npos)
+    return refusal(http::status::bad_request, "user information in a URI is not forwarded");
+  HttpVerdict v;
+  std::string with_port(authority);
+  // A port is there when the last ':' comes after any ']' of an IPv6 literal.
+  const size_t colon = with_port.rfind(':'), bracket = with_port.rfind(']');
+  if (colon == std::string::npos || (bracket != std::string::npos && colon < bracket)) with_port += ":80";
+  if (authority.empty() || !split_host_port(with_port, v.host, v.port) || v.port == 0)
+    return refusal(http::status::bad_request, "the URI's host must be host or host:port");
+  v.forward = true;
+  v.authority = std::string(authority);
+  // An empty path is "/" (RFC 9112 §3.2.1), or "*" for OPTIONS (§3.2.4).
+  if (rest.empty()) v.path = options ? "*" : "/";
+  else if (rest[0] == '?') v.path = "/" + std::string(rest);
+  else v.path = std::string(rest);
+  return v;
+}
+
 }  // namespace
 
 std::optional<HttpVerdict> verdict_for_read_error(const boost::system::error_code& ec) {
@@ -60,12 +102,14 @@ std::optional<HttpVerdict> verdict_for_read_error(const boost::system::error_cod
 HttpVerdict verdict_for_request(const HttpRequest& req, const std::string& user, const std::string& password) {
   if (!authorized(req, user, password))
     return refusal(http::status::proxy_authentication_required, "proxy authentication required", true);
-  if (req.method() != http::verb::connect)
-    return refusal(http::status::method_not_allowed, "only CONNECT is supported");
   HttpVerdict v;
-  if (!split_host_port(std::string(req.target()), v.host, v.port))
-    return refusal(http::status::bad_request, "CONNECT target must be host:port");
-  return v;
+  if (req.method() == http::verb::connect) {
+    if (!split_host_port(std::string(req.target()), v.host, v.port) || v.port == 0)
+      return refusal(http::status::bad_request, "CONNECT target must be host:port (port 1-65535)");
+    return v;
+  }
+  return absolute_form(std::string_view(req.target().data(), req.target().size()),
+                       req.method() == http::verb::options);
 }
 
 }  // namespace wgns

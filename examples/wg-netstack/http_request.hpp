@@ -1,5 +1,5 @@
 // What the HTTP proxy makes of a client's request header, decided without sockets: a
-// refusal (status and reason) or the CONNECT target. The server and the fuzz target share
+// refusal (status and reason), the CONNECT target, or where to forward a plain request. The server and the fuzz target share
 // it, and the parser's settings (kHeaderLimit) with it.
 #pragma once
 
@@ -19,6 +19,15 @@ inline constexpr size_t kHeaderLimit = 16 * 1024;
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::empty_body>;
 
+// The server's settings of the parser that reads a request header: kHeaderLimit, and no
+// limit on the body that follows (a forwarded upload streams through; Beast would
+// otherwise refuse a Content-Length over 1 MB while still reading the header).
+template <class Parser>
+void prepare_request_parser(Parser& p) {
+  p.header_limit(kHeaderLimit);
+  p.body_limit(boost::none);
+}
+
 struct HttpVerdict {
   // ok: dial host:port; anything else is the refusal's status, with `reason` as its body.
   boost::beast::http::status status = boost::beast::http::status::ok;
@@ -26,13 +35,21 @@ struct HttpVerdict {
   bool want_auth = false;  // a 407 asks for Basic credentials
   std::string host;
   uint16_t port = 0;
+  // A plain request (absolute-form, RFC 9112 §3.2.2), to forward to host:port with this
+  // origin-form target ("/path?query", "*" for OPTIONS *), and this Host value; false: a
+  // CONNECT.
+  bool forward = false;
+  std::string path;
+  std::string authority;
 };
 
 // After reading the header failed: the refusal to answer, or nullopt to close without one
 // (the client went away).
 std::optional<HttpVerdict> verdict_for_read_error(const boost::system::error_code& ec);
 
-// A whole header: authorized (user empty: no credentials required), CONNECT, host:port.
+// A whole header: authorized (user empty: no credentials required), then CONNECT
+// host:port, or any other method with an absolute http:// URI (https:// ones go through
+// CONNECT; an origin-form "/path" is not for a proxy: 400).
 HttpVerdict verdict_for_request(const HttpRequest& req, const std::string& user, const std::string& password);
 
 }  // namespace wgns

@@ -287,6 +287,14 @@ int main(int argc, char** argv) {
                  "after 9 unanswered it fails, and a peer that restarted answers the first with a reset (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
+  std::vector<std::string> check_alive;
+  unsigned check_alive_interval = 5;
+  app.add_option("--check-alive", check_alive,
+                 "ping this tunnel address every --check-alive-interval; /readyz is 200 while every one answers "
+                 "(wireproxy's CheckAlive; repeatable)");
+  app.add_option("--check-alive-interval", check_alive_interval, "seconds between CheckAlive pings")
+      ->check(CLI::Range(1u, 86400u))
+      ->capture_default_str();
   std::string iface_name, uapi_path;
   app.add_option("--interface", iface_name,
                  std::string("serve the UAPI as interface NAME, so that wg(8) drives it: ") + wg::uapi::kSocketDir +
@@ -341,6 +349,13 @@ int main(int argc, char** argv) {
     }
     const int ready_fd = daemon_mode ? fork_daemon() : -1;
 
+    CheckAlive checks;  // outlives the Stack, whose executor runs the pingers
+    checks.interval = std::chrono::seconds(check_alive_interval);
+    for (auto& a : check_alive) {
+      auto addr = wg::IpAddress::parse(a);
+      if (!addr) throw std::runtime_error("--check-alive: '" + a + "' is not an IP address");
+      checks.targets.push_back({*addr, std::nullopt, 0});
+    }
     netstack::StackOptions so;
     so.addresses = cfg.iface.addresses;
     so.mtu = static_cast<int>(cfg.iface.mtu.value_or(wg::kDefaultMtu));
@@ -370,6 +385,14 @@ int main(int argc, char** argv) {
     Context ctx{*stack, device, {}, user, password,
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::chrono::duration<double>(handshake_seconds))};
+    if (!checks.targets.empty()) {
+      ctx.checks = &checks;
+      start_check_alive(ctx, checks);
+    }
+    // A first handshake with every peer that has an endpoint, so that /readyz (and the
+    // first request) need not wait for traffic to start one.
+    for (auto& p : device.peers())
+      if (device.endpoint(*p)) device.initiate_handshake(*p);
     auto ex = stack->get_executor();
     std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
     if (!no_socks) {

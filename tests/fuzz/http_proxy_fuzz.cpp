@@ -7,8 +7,9 @@
 // is over twice the limit; otherwise reading in small pieces and all at once give the
 // same verdict (a malformed header may get 400 or 431 either way); the verdict is CONNECT
 // (to a host:port that is the request target) or one of the refusals the server
-// documents (400, 405, 407, 431); 407 only when credentials are wanted, and a CONNECT
-// past them carries exactly those credentials.
+// documents (400, 407, 431), or a plain request to forward (its URI's authority and an
+// origin-form path); 407 only when credentials are wanted, and a CONNECT past them
+// carries exactly those credentials.
 //   cmake --preset fuzz && cmake --build build-fuzz --target http_proxy_fuzz
 //   build-fuzz/bin/http_proxy_fuzz -max_total_time=60 tests/fuzz/corpus/http_proxy
 #include <boost/asio/buffer.hpp>
@@ -18,6 +19,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -72,7 +74,7 @@ Result judge(std::string_view stream, size_t piece, const std::string& user, con
   PieceStream s(stream, piece);
   boost::beast::flat_buffer buf;
   http::request_parser<http::empty_body> parser;
-  parser.header_limit(wgns::kHeaderLimit);
+  wgns::prepare_request_parser(parser);
   error_code ec;
   http::read_header(s, buf, parser, ec);  // what async_read_header does, without a socket
   Result r;
@@ -125,13 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   switch (v.status) {
     case http::status::ok: {
-      if (!a.connect || v.host.empty()) __builtin_trap();
-      // The target is host:port (a v6 host in brackets), the port in decimal.
-      const bool bracketed = !a.target.empty() && a.target.front() == '[';
-      std::string expect_prefix = bracketed ? "[" + v.host + "]:" : v.host + ":";
-      if (a.target.rfind(expect_prefix, 0) != 0) __builtin_trap();
-      const std::string digits = a.target.substr(expect_prefix.size());
-      if (digits.empty() || digits.size() > 5 || std::stoul(digits) != v.port) __builtin_trap();
+      if (v.host.empty()) __builtin_trap();
       if (creds) {
         std::string_view auth = a.auth;
         if (auth.substr(0, 6) != "Basic ") __builtin_trap();
@@ -143,6 +139,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             std::string_view(reinterpret_cast<char*>(dec), len) != "u:p")
           __builtin_trap();
       }
+      if (!a.connect) {
+        // A plain request: an absolute http:// URI whose authority is host[:port], sent on
+        // in origin-form.
+        if (!v.forward || a.target.size() < 7 || v.path.empty() || (v.path[0] != '/' && v.path != "*")) __builtin_trap();
+        std::string scheme = a.target.substr(0, 7);
+        for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (scheme != "http://" || a.target.compare(7, v.authority.size(), v.authority) != 0) __builtin_trap();
+        if (v.authority.find('@') != std::string::npos || v.port == 0) __builtin_trap();
+        break;
+      }
+      if (v.forward) __builtin_trap();
+      // The target is host:port (a v6 host in brackets), the port in decimal.
+      const bool bracketed = !a.target.empty() && a.target.front() == '[';
+      std::string expect_prefix = bracketed ? "[" + v.host + "]:" : v.host + ":";
+      if (a.target.rfind(expect_prefix, 0) != 0) __builtin_trap();
+      const std::string digits = a.target.substr(expect_prefix.size());
+      if (digits.empty() || digits.size() > 5 || std::stoul(digits) != v.port) __builtin_trap();
       break;
     }
     case http::status::proxy_authentication_required:
@@ -151,7 +164,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case http::status::request_header_fields_too_large:
       break;
     case http::status::bad_request:
-    case http::status::method_not_allowed:
       break;
     default:
       __builtin_trap();  // a status the server does not document

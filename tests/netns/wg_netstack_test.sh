@@ -90,6 +90,62 @@ while True:
     body = b"".join(struct.pack(">HHHIH", 0xC00C, qtype, 1, 60, len(r)) + r for r in records)
     s.sendto(head + q[12:off + 5] + body, addr)
 PY
+  # An HTTP/1.1 origin that answers every method with what it got, as JSON: method,
+  # target, body length and SHA-256, header fields. /eof/N answers N bytes without a
+  # length and closes; /chunked/N sends N bytes in chunks.
+  cat >"$TMP/http_echo.py" <<'PY'
+import hashlib, json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Echo(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                n = int(self.rfile.readline().split(b";")[0], 16)
+                if n == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return data
+                data += self.rfile.read(n)
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+    def answer(self):
+        data = self.body()
+        if self.path.startswith("/eof/"):
+            n = int(self.path[5:])
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"e" * n)
+            self.close_connection = True
+            return
+        if self.path.startswith("/chunked/"):
+            n = int(self.path[9:])
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, n, 1000):
+                piece = b"c" * min(1000, n - i)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        out = json.dumps({"method": self.command, "target": self.path, "length": len(data),
+                          "sha256": hashlib.sha256(data).hexdigest(),
+                          "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(out)
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_OPTIONS = do_PATCH = answer
+
+ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Echo).serve_forever()
+PY
   # UDP echo on both families.
   cat >"$TMP/udp_echo.py" <<'PY'
 import socket, sys
@@ -208,9 +264,11 @@ setup() {
   write_helpers
   bg "$NS_B" http4 python3 -m http.server --bind 198.19.0.2 --directory "$TMP/www" 8000
   bg "$NS_B" http6 python3 -m http.server --bind fd00:19::2 --directory "$TMP/www" 8000
+  bg "$NS_B" http-echo python3 "$TMP/http_echo.py" 198.19.0.2 8001
   bg "$NS_B" dns python3 "$TMP/dns.py" "$TMP/dns-queries.log"
   bg "$NS_B" udp-echo python3 "$TMP/udp_echo.py" 7007
   wait_listen "$NS_B" tcp 198.19.0.2:8000 && wait_listen "$NS_B" tcp "[fd00:19::2]:8000" &&
+    wait_listen "$NS_B" tcp 198.19.0.2:8001 &&
     wait_listen "$NS_B" udp 198.19.0.2:53 && wait_listen "$NS_B" udp "*:7007" || return 1
 
   # A: a local HTTP server for --reverse, and wg-netstack.
@@ -259,8 +317,10 @@ curl_socks_error() {
 }
 
 run_checks() {
-  # Nothing has crossed the tunnel yet: no handshake, not ready.
-  check "/readyz is 503 before any handshake" test "$(http_status "http://$HEALTH/readyz")" = 503
+  # Nothing has crossed the tunnel yet, but wg-netstack starts a handshake with each peer
+  # that has an endpoint: ready without traffic (wg_netstack_readyz_test.sh: the rest).
+  readyz_is() { [ "$(http_status "http://$HEALTH/readyz")" = "$1" ]; }
+  check "/readyz is 200 before any traffic (the handshake wg-netstack starts itself)" eventually 50 readyz_is 200
 
   local body
   body=$(socks_get http://web.test:8000/index.html)
@@ -329,6 +389,7 @@ run_checks() {
   body=$(na curl -sS --max-time 30 -p -x "http://$HTTP_PROXY_ADDR" "http://[fd00:19::2]:8000/index.html")
   check "--http: CONNECT to an IPv6 target ($body)" test "$body" = "hello from B over wireguard-go"
 
+  http_forward_checks
   hostile_checks
 
   na curl -sS --max-time 5 "http://$HEALTH/metrics" >"$TMP/metrics.txt"
@@ -365,6 +426,67 @@ own_udp_counts_are() {
   local c
   c=($(nb nft list table inet own_udp | grep -o 'counter packets [0-9]*' | awk '{print $3}'))
   [ "${#c[@]}" -eq 2 ] && [ "${c[0]}" -eq "$1" ] && { [ "$2" = nonzero ] && [ "${c[1]}" -gt 0 ] || [ "${c[1]}" = "$2" ]; }
+}
+
+# echo_field JSON KEY: a top-level field of the echo server's answer ("-" if none);
+# echo_header JSON NAME: a header field it received ("-" if none).
+echo_field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1]).get(sys.argv[2], "-"))' "$1" "$2" 2>/dev/null || echo -; }
+echo_header() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])["headers"].get(sys.argv[2], "-"))' "$1" "$2" 2>/dev/null || echo -; }
+proxy_connections() { na curl -s --max-time 5 "http://$HEALTH/metrics" | awk '/^wgnet_proxy_connections_total / {print $2}'; }
+
+# --http forwards plain requests of every method (RFC 9112 absolute-form), bodies intact.
+http_forward_checks() {
+  local out m sum code
+  body=$(na curl -sS --max-time 30 -x "http://$HTTP_PROXY_ADDR" http://web.test:8000/index.html)
+  check "--http: plain GET http://web.test:8000/ forwarded (no CONNECT) ($body)" test "$body" = "hello from B over wireguard-go"
+  body=$(na curl -sS --max-time 30 -x "http://$HTTP_PROXY_ADDR" "http://[fd00:19::2]:8000/index.html")
+  check "--http: plain GET to an IPv6 literal ($body)" test "$body" = "hello from B over wireguard-go"
+  head -c 3000000 /dev/urandom >"$TMP/upload.bin"
+  sum=$(sha256sum <"$TMP/upload.bin" | cut -d' ' -f1)
+  for m in POST PUT PATCH; do
+    out=$(na curl -sS --max-time 60 -x "http://$HTTP_PROXY_ADDR" -X "$m" --data-binary "@$TMP/upload.bin" \
+      "http://web.test:8001/up?m=$m")
+    check "--http: $m with a 3 MB body (Expect: 100-continue): method, target and body intact" \
+      test "$(echo_field "$out" method) $(echo_field "$out" target) $(echo_field "$out" sha256)" = "$m /up?m=$m $sum"
+  done
+  out=$(na curl -sS --max-time 60 -x "http://$HTTP_PROXY_ADDR" -H "Transfer-Encoding: chunked" \
+    --data-binary "@$TMP/upload.bin" http://web.test:8001/chunked-up)
+  check "--http: a chunked upload arrives whole ($(echo_field "$out" length) bytes)" test "$(echo_field "$out" sha256)" = "$sum"
+  for m in DELETE OPTIONS; do
+    out=$(na curl -sS --max-time 30 -x "http://$HTTP_PROXY_ADDR" -X "$m" "http://web.test:8001/thing")
+    check "--http: $m forwarded ($(echo_field "$out" method) $(echo_field "$out" target))" \
+      test "$(echo_field "$out" method) $(echo_field "$out" target)" = "$m /thing"
+  done
+  code=$(na curl -sS --max-time 30 -o "$TMP/head.out" -w '%{http_code} %{size_download}' -x "http://$HTTP_PROXY_ADDR" -I \
+    http://web.test:8001/h)
+  check "--http: HEAD gets the header and no body ($code)" test "$code" = "200 0"
+  out=$(na curl -sS --max-time 30 -x "http://$HTTP_PROXY_ADDR" -H "Connection: X-Secret" -H "X-Secret: 1" \
+    -H "Keep-Alive: timeout=5" -H "Proxy-Authorization: Basic dTpw" -H "X-End: 2" http://web.test:8001/hdr)
+  check "--http: hop-by-hop fields dropped (Connection-listed, Keep-Alive, Proxy-Authorization), end-to-end kept" \
+    test "$(echo_header "$out" x-secret) $(echo_header "$out" keep-alive) $(echo_header "$out" proxy-authorization) $(echo_header "$out" x-end)" = "- - - 2"
+  check "--http: Via added, Host from the URI ($(echo_header "$out" via), $(echo_header "$out" host))" \
+    test "$(echo_header "$out" via)|$(echo_header "$out" host)" = "1.1 wg-netstack|web.test:8001"
+  out=$(na curl -sS --max-time 30 -x "http://$HTTP_PROXY_ADDR" http://web.test:8001/eof/300000 | wc -c)
+  check "--http: a response that ends at the origin's close arrives whole ($out of 300000 bytes)" test "$out" -eq 300000
+  out=$(na curl -sS -0 --max-time 30 -x "http://$HTTP_PROXY_ADDR" http://web.test:8001/eof/300000 | wc -c)
+  check "--http: the same to an HTTP/1.0 client ($out of 300000 bytes)" test "$out" -eq 300000
+  out=$(na curl -sS --max-time 30 -x "http://$HTTP_PROXY_ADDR" http://web.test:8001/chunked/250000 | wc -c)
+  check "--http: a chunked response arrives whole ($out of 250000 bytes)" test "$out" -eq 250000
+  # Keep-alive: three requests to two origins on one client connection.
+  local before after
+  before=$(proxy_connections)
+  out=$(na curl -sS --max-time 30 -x "http://$HTTP_PROXY_ADDR" -w '\n%{http_code}\n' \
+    http://web.test:8001/k1 http://198.19.0.2:8000/index.html http://web.test:8001/k2 | grep -c '^200$')
+  after=$(proxy_connections)
+  check "--http: three requests to two origins on one kept-alive client connection ($out of 3 answered 200; connections $before → $after)" \
+    test "$out" -eq 3 -a "$((after - before))" -eq 1
+  code=$(na curl -s --max-time 30 -o /dev/null -w '%{http_code}' -x "http://$HTTP_PROXY_ADDR" http://198.19.0.99/)
+  check "--http: a plain request outside AllowedIPs → 502 ($code)" test "$code" = 502
+  code=$(na curl -s --max-time 30 -o /dev/null -w '%{http_code}' -x "http://$HTTP_PROXY_ADDR" http://198.19.0.1:8000/)
+  check "--http: a plain request to the proxy's own address → 403 ($code)" test "$code" = 403
+  code=$(printf 'GET /index.html HTTP/1.1\r\nHost: web.test:8000\r\n\r\n' |
+    na timeout 10 python3 -c 'import socket, sys; s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5); s.sendall(sys.stdin.buffer.read()); print(s.recv(100).split()[1].decode())' "${HTTP_PROXY_ADDR##*:}")
+  check "--http: an origin-form request (not for a proxy) → 400 ($code)" test "$code" = 400
 }
 
 # Clients that send what they should not, or not enough: each gets its protocol's answer.

@@ -32,7 +32,6 @@ TEST_CASE("http request: CONNECT host:port is dialed", "[http]") {
 }
 
 TEST_CASE("http request: refusals of method, target and credentials", "[http]") {
-  CHECK(verdict_for_request(request(http::verb::get, "http://a/"), "", "").status == http::status::method_not_allowed);
   CHECK(verdict_for_request(request(http::verb::connect, "a"), "", "").status == http::status::bad_request);
   CHECK(verdict_for_request(request(http::verb::connect, "a:65536"), "", "").status == http::status::bad_request);
   auto none = verdict_for_request(request(http::verb::connect, "a:1"), "u", "p");
@@ -65,4 +64,47 @@ TEST_CASE("http request: a client that closes before sending a byte gets no repl
   auto half = verdict_for_read_error(http::error::partial_message);
   REQUIRE(half);
   CHECK(half->status == http::status::bad_request);
+}
+
+TEST_CASE("http request: a plain request with an absolute http:// URI is forwarded in origin-form", "[http]") {
+  auto v = verdict_for_request(request(http::verb::get, "http://web.test:8001/a/b?c=d#frag"), "", "");
+  CHECK(v.status == http::status::ok);
+  CHECK(v.forward);
+  CHECK(v.host == "web.test");
+  CHECK(v.port == 8001);
+  CHECK(v.path == "/a/b?c=d");  // the fragment is never sent
+  CHECK(v.authority == "web.test:8001");
+  auto plain = verdict_for_request(request(http::verb::post, "HTTP://198.19.0.2"), "", "");
+  CHECK(plain.status == http::status::ok);
+  CHECK(plain.port == 80);
+  CHECK(plain.path == "/");
+  CHECK(plain.authority == "198.19.0.2");
+  auto query = verdict_for_request(request(http::verb::put, "http://198.19.0.2?x=1"), "", "");
+  CHECK(query.path == "/?x=1");
+  auto v6 = verdict_for_request(request(http::verb::delete_, "http://[fd00:19::2]/x"), "", "");
+  CHECK(v6.status == http::status::ok);
+  CHECK(v6.host == "fd00:19::2");
+  CHECK(v6.port == 80);
+  CHECK(v6.authority == "[fd00:19::2]");
+  auto v6p = verdict_for_request(request(http::verb::patch, "http://[fd00:19::2]:8080/x"), "", "");
+  CHECK(v6p.port == 8080);
+  CHECK(verdict_for_request(request(http::verb::options, "http://web.test"), "", "").path == "*");
+  // Every method but CONNECT goes this way, also one Beast does not know.
+  HttpRequest odd{http::verb::unknown, "http://web.test/", 11};
+  odd.method_string("PROPFIND");
+  CHECK(verdict_for_request(odd, "", "").forward);
+  // Credentials first, as for CONNECT.
+  CHECK(verdict_for_request(request(http::verb::get, "http://web.test/"), "u", "p").status ==
+        http::status::proxy_authentication_required);
+  CHECK(verdict_for_request(request(http::verb::get, "http://web.test/", "Basic dTpw"), "u", "p").forward);
+}
+
+TEST_CASE("http request: targets a proxy does not forward get 400", "[http]") {
+  for (const char* t : {"/index.html", "*", "https://web.test/", "ftp://web.test/", "http://", "http:///x",
+                        "http://user:pw@web.test/", "http://web.test:0/", "http://web.test:65536/", "http://[fd00::1/"}) {
+    INFO(t);
+    auto v = verdict_for_request(request(http::verb::get, t), "", "");
+    CHECK(v.status == http::status::bad_request);
+    CHECK_FALSE(v.forward);
+  }
 }
