@@ -3,7 +3,10 @@
 // and resolver settings. A plain wg-quick file gives exactly what wg::load_config gives.
 //
 // The dialect (go-ini as wireproxy configures it, where it matters):
-// - section and key names are case-insensitive; every section but [Interface] may repeat;
+// - section and key names are case-insensitive; every section but [Interface] may repeat
+//   (ResolveStrategy stands once in the file); a key stands once in its section, except
+//   the lists (Address, DNS, AllowedIPs, CheckAlive), which add up as in wg-quick, where
+//   go-ini would keep only the first;
 // - a line starting with '#' or ';' is a comment, and so is the rest of a value from its
 //   first '#' or ';' (a password holding one of them is written in backquotes:
 //   Password = `p#ss;word`); a value in matching "..." or '...' loses the quotes;
@@ -53,7 +56,6 @@ public:
 
   const std::string& str() const { return s_; }
   bool empty() const { return s_.empty(); }
-  friend bool operator==(const SecretString& a, const SecretString& b) { return a.s_ == b.s_; }
 
 private:
   void wipe() noexcept;

@@ -6,6 +6,7 @@
 // exactly wg::parse_config's values. WGConfig inputs are skipped: no file is opened.
 //   cmake --preset fuzz && cmake --build build-fuzz --target proxy_config_fuzz
 //   build-fuzz/bin/proxy_config_fuzz -max_total_time=60 tests/fuzz/corpus/proxy_config
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -73,11 +74,19 @@ std::string key_of(std::string_view line) {
   return eq == std::string_view::npos ? std::string() : lower(trim(line.substr(0, eq)));
 }
 
+bool is_base64_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' ||
+         c == '=';
+}
+
 // The message quotes a secret of the text only if the text also holds it outside of the
-// secret lines (as an Address, say). Runs of 12 or more characters only: the messages'
-// own words are not that long.
+// secret lines (as an Address, say) or in the environment. Checked on every 16 characters of a run of base64
+// characters in a secret's value: the messages' own words have no such run, so one there
+// was quoted from a line.
 void check_secrets(std::string_view text, std::string_view what, size_t line) {
+  // The environment's values count as held elsewhere: checked on their own below.
   std::string rest;
+  for (auto& [name, value] : environment()) (rest += value) += '\n';
   std::vector<std::string> secrets;
   std::string_view t = text;
   while (!t.empty()) {
@@ -86,8 +95,14 @@ void check_secrets(std::string_view text, std::string_view what, size_t line) {
     t = nl == std::string_view::npos ? std::string_view{} : t.substr(nl + 1);
     auto eq = l.find('=');
     if (eq != std::string_view::npos && is_secret_key(key_of(l))) {
+      // "$NAME" (also quoted) is a reference, and errors may name the variable.
       auto v = trim(l.substr(eq + 1));
-      for (size_t i = 0; i + 12 <= v.size(); ++i) secrets.emplace_back(v.substr(i, 12));
+      auto unquoted = v.substr(std::min(v.find_first_not_of("`\"'"), v.size()));
+      if (unquoted.substr(0, 1) == "$" && unquoted.substr(0, 2) != "$$") continue;
+      for (size_t i = 0; i + 16 <= v.size(); ++i) {
+        auto window = v.substr(i, 16);
+        if (std::all_of(window.begin(), window.end(), is_base64_char)) secrets.emplace_back(window);
+      }
     } else {
       (rest += l) += '\n';
     }
