@@ -95,10 +95,13 @@ void check_secrets(std::string_view text, std::string_view what, size_t line) {
     t = nl == std::string_view::npos ? std::string_view{} : t.substr(nl + 1);
     auto eq = l.find('=');
     if (eq != std::string_view::npos && is_secret_key(key_of(l))) {
-      // "$NAME" (also quoted) is a reference, and errors may name the variable.
+      // "$NAME" (also quoted) is a reference, not a secret: errors may name the variable.
       auto v = trim(l.substr(eq + 1));
       auto unquoted = v.substr(std::min(v.find_first_not_of("`\"'"), v.size()));
-      if (unquoted.substr(0, 1) == "$" && unquoted.substr(0, 2) != "$$") continue;
+      if (unquoted.substr(0, 1) == "$" && unquoted.substr(0, 2) != "$$") {
+        (rest += l) += '\n';
+        continue;
+      }
       for (size_t i = 0; i + 16 <= v.size(); ++i) {
         auto window = v.substr(i, 16);
         if (std::all_of(window.begin(), window.end(), is_base64_char)) secrets.emplace_back(window);
