@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "host_port.hpp"
 #include "netstack/stack.hpp"
 #include "relay.hpp"
 #include "wg/device.hpp"
@@ -93,7 +94,5 @@ awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, co
 
 // "ADDR:PORT" / "[v6]:PORT" → asio endpoint; throws std::invalid_argument.
 tcp::endpoint parse_listen(const std::string& s);
-// Splits "host:port" / "[v6]:port"; false if malformed.
-bool split_host_port(const std::string& s, std::string& host, uint16_t& port);
 
 }  // namespace wgns

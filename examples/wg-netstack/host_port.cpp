@@ -1,7 +1,7 @@
 // "host:port" and "[v6]:port" split for the command line, forwards and HTTP CONNECT.
 #include <string>
 
-#include "common.hpp"
+#include "host_port.hpp"
 
 namespace wgns {
 
