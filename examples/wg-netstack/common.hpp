@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "host_port.hpp"
+#include "wg/crypto.hpp"
 #include "netstack/stack.hpp"
 #include "relay.hpp"
 #include "wg/device.hpp"
@@ -36,6 +37,14 @@ struct Metrics {
 
 inline constexpr auto kDefaultHandshakeTimeout = std::chrono::seconds(10);
 
+struct Credentials {
+  std::string user, password;
+  ~Credentials() {
+    wg::secure_wipe(user.data(), user.size());
+    wg::secure_wipe(password.data(), password.size());
+  }
+};
+
 // CheckAlive (wireproxy's key): addresses pinged through the tunnel every interval; with
 // them, /readyz follows their answers instead of the handshakes.
 struct CheckAlive {
@@ -53,8 +62,8 @@ struct Context {
   netstack::Stack& stack;
   wg::Device& device;
   Metrics metrics;
-  // SOCKS5 / HTTP proxy credentials (empty user: none required).
-  std::string user, password;
+  // SOCKS5 and HTTP proxy credentials (empty user: none required).
+  Credentials socks, http;
   // How long a SOCKS5 or HTTP client may take to send its greeting and request.
   std::chrono::steady_clock::duration handshake_timeout = kDefaultHandshakeTimeout;
   // Set when CheckAlive addresses are configured (see start_check_alive).

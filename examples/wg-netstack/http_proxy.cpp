@@ -51,7 +51,7 @@ awaitable<std::optional<HttpVerdict>> read_request(Context& ctx, tcp::socket& s,
     wg::log::verbose("http: no complete request header within the handshake timeout: closed");
     co_return std::nullopt;
   }
-  co_return ec ? verdict_for_read_error(ec) : verdict_for_request(parser.get(), ctx.user, ctx.password);
+  co_return ec ? verdict_for_read_error(ec) : verdict_for_request(parser.get(), ctx.http.user, ctx.http.password);
 }
 
 awaitable<void> serve(Context& ctx, tcp::socket s) {

@@ -26,6 +26,7 @@
 #include "forward.hpp"
 #include "handshake.hpp"
 #include "health.hpp"
+#include "proxy_config.hpp"
 #include "http_proxy.hpp"
 #include "socks5.hpp"
 #include "wg/apply.hpp"
@@ -163,6 +164,64 @@ void trim_when_slack_grows(std::shared_ptr<asio::steady_timer> timer, size_t bas
   });
 }
 
+// A proxy listener and the credentials it asks for.
+struct Listener {
+  std::string address;
+  Credentials creds;
+};
+
+// A [Socks5] or [http] section: its Username/Password, else those of --auth-file.
+template <class Section>
+Listener section_listener(const Section& sec, const std::string& user, const std::string& password) {
+  if (sec.username.empty()) return {sec.bind.text, {user, password}};
+  return {sec.bind.text, {sec.username, sec.password.str()}};
+}
+
+// The proxies of one kind share their credentials (Context holds one pair per kind).
+Credentials one_credential(const char* kind, const std::vector<Listener>& ls) {
+  for (auto& l : ls)
+    if (l.creds.user != ls.front().creds.user || l.creds.password.size() != ls.front().creds.password.size() ||
+        !wg::ct_equal(l.creds.password.data(), ls.front().creds.password.data(), l.creds.password.size()))
+      throw std::runtime_error(std::string("several ") + kind + " sections must share Username and Password");
+  return ls.empty() ? Credentials{} : ls.front().creds;
+}
+
+ForwardSpec tunnel_spec(bool udp, const ListenAddress& bind, const HostPort& target) {
+  ForwardSpec f;
+  f.udp = udp;
+  f.from_host = bind.ip.to_string();
+  f.from_port = bind.port;
+  f.to_host = target.host;
+  f.to_port = target.port;
+  f.text = bind.text + "=" + target.text;
+  return f;
+}
+
+// [TCPServerTunnel]: ListenPort on a tunnel address → Target on this side.
+ForwardSpec server_tunnel_spec(const wg::IpAddress& tunnel_address, uint16_t port, const HostPort& target) {
+  ForwardSpec f;
+  f.from_host = tunnel_address.to_string();
+  f.from_port = port;
+  f.to_host = target.host;
+  f.to_port = target.port;
+  f.text = tunnel_address.to_string() + ":" + std::to_string(port) + "=" + target.text;
+  return f;
+}
+
+// wireproxy settings wg-netstack does not carry out yet: refused, never ignored.
+void refuse_unsupported(const ProxyConfig& pc, const std::string& path) {
+  auto no = [&path](size_t line, const std::string& what) {
+    throw std::runtime_error(path + (line ? ": line " + std::to_string(line) : std::string()) + ": " + what +
+                             " is not supported by wg-netstack yet");
+  };
+  for (auto& h : pc.http)
+    if (!h.cert_file.empty()) no(h.line, "[http] CertFile/KeyFile (a TLS-wrapped proxy)");
+  if (!pc.stdio_tunnels.empty()) no(pc.stdio_tunnels.front().line, "[STDIOTunnel]");
+  for (auto& u : pc.udp_proxy_tunnels)
+    if (u.inactivity_timeout.count() != 0) no(u.line, "[UDPProxyTunnel] InactivityTimeout");
+  if (pc.resolve != ResolveStrategy::automatic) no(0, "[Resolve] ResolveStrategy other than auto");
+}
+
 // A usage error: one line on stderr, exit status 1 (wg-tun's too, and wireguard-go's).
 [[noreturn]] void usage_error(std::string what) {
   std::replace(what.begin(), what.end(), '\n', ' ');
@@ -219,7 +278,7 @@ std::string default_config_path() {
 void reload(wg::Device& device, const std::string& path) {
   wg::Config cfg;
   try {
-    cfg = wg::load_config(path);
+    cfg = load_proxy_config(path).wg;
   } catch (const std::exception& e) {
     wg::log::error("wg-netstack: reload: {}; nothing changed", e.what());
     return;
@@ -336,13 +395,45 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   try {
-    wg::Config cfg = wg::load_config(config_path);
+    ProxyConfig pc = load_proxy_config(config_path);
+    for (auto& w : pc.warnings) wg::log::error("{}{}", w.rfind("warning: ", 0) == 0 ? "" : "warning: ", w);
+    refuse_unsupported(pc, config_path);
+    wg::Config& cfg = pc.wg;
     if (!cfg.iface.private_key) throw std::runtime_error(config_path + ": [Interface] has no PrivateKey");
     if (cfg.iface.addresses.empty()) throw std::runtime_error(config_path + ": [Interface] has no Address");
     auto [user, password] = read_auth(auth_file);
-    for (auto* a : {&socks, &http_addr})
-      if (!a->empty() && !(a == &socks && no_socks) && !is_loopback(*a) && user.empty())
-        throw std::runtime_error("listening on " + *a + " (not loopback) needs credentials: --auth-file");
+    // Listeners: a flag on the command line wins over the file's sections of its kind. A
+    // file in wireproxy's style (any proxy or tunnel section) says what runs, as it does
+    // for wireproxy: then the default SOCKS5 listener runs only if asked for.
+    const bool wireproxy_style = !pc.socks5.empty() || !pc.http.empty() || !pc.tcp_client_tunnels.empty() ||
+                                 !pc.tcp_server_tunnels.empty() || !pc.udp_proxy_tunnels.empty();
+    std::vector<Listener> socks_listeners, http_listeners;
+    if (no_socks) {
+    } else if (app.count("--socks5") || (pc.socks5.empty() && !wireproxy_style)) {
+      socks_listeners.push_back({socks, {user, password}});
+    } else {
+      for (auto& sec : pc.socks5) socks_listeners.push_back(section_listener(sec, user, password));
+    }
+    if (app.count("--http") || pc.http.empty()) {
+      if (!http_addr.empty()) http_listeners.push_back({http_addr, {user, password}});
+    } else {
+      for (auto& sec : pc.http) http_listeners.push_back(section_listener(sec, user, password));
+    }
+    const Credentials socks_creds = one_credential("[Socks5]", socks_listeners);
+    const Credentials http_creds = one_credential("[http]", http_listeners);
+    for (auto* ls : {&socks_listeners, &http_listeners})
+      for (auto& l : *ls)
+        if (!is_loopback(l.address) && l.creds.user.empty())
+          throw std::runtime_error("listening on " + l.address +
+                                   " (not loopback) needs credentials: --auth-file, or Username/Password");
+    for (auto& a : pc.check_alive) check_alive.push_back(a.to_string());
+    if (!app.count("--check-alive-interval")) check_alive_interval = static_cast<unsigned>(pc.check_alive_interval.count());
+    std::vector<ForwardSpec> tunnel_forwards, tunnel_reverses;
+    for (auto& t : pc.tcp_client_tunnels) tunnel_forwards.push_back(tunnel_spec(false, t.bind, t.target));
+    for (auto& t : pc.udp_proxy_tunnels) tunnel_forwards.push_back(tunnel_spec(true, t.bind, t.target));
+    for (auto& t : pc.tcp_server_tunnels)
+      for (auto& a : cfg.iface.addresses)
+        tunnel_reverses.push_back(server_tunnel_spec(a.addr, t.listen_port, t.target));
     if (config_test) {
       fmt::print("Config OK\n");
       return 0;
@@ -382,7 +473,7 @@ int main(int argc, char** argv) {
       uapi = std::make_unique<wg::uapi::Server>(device, fd);
     }
 
-    Context ctx{*stack, device, {}, user, password,
+    Context ctx{*stack, device, {}, socks_creds, http_creds,
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::chrono::duration<double>(handshake_seconds))};
     if (!checks.targets.empty()) {
@@ -395,15 +486,18 @@ int main(int argc, char** argv) {
       if (device.endpoint(*p)) device.initiate_handshake(*p);
     auto ex = stack->get_executor();
     std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
-    if (!no_socks) {
-      auto a = listen_on(ex, "SOCKS5", socks);
+    std::string listening;
+    for (auto& l : socks_listeners) {
+      auto a = listen_on(ex, "SOCKS5", l.address);
       acceptors.push_back(a);
       asio::co_spawn(ex, socks5_server(ctx, *a), asio::detached);
+      listening += ", SOCKS5 on " + l.address;
     }
-    if (!http_addr.empty()) {
-      auto a = listen_on(ex, "HTTP proxy", http_addr);
+    for (auto& l : http_listeners) {
+      auto a = listen_on(ex, "HTTP proxy", l.address);
       acceptors.push_back(a);
       asio::co_spawn(ex, http_proxy_server(ctx, *a), asio::detached);
+      listening += ", HTTP on " + l.address;
     }
     if (!health_addr.empty()) {
       auto a = listen_on(ex, "health", health_addr);
@@ -412,6 +506,8 @@ int main(int argc, char** argv) {
     }
     for (auto& f : forwards) start_forward(ctx, parse_forward(f));
     for (auto& r : reverses) start_reverse(ctx, parse_forward(r));
+    for (auto& f : tunnel_forwards) start_forward(ctx, f);
+    for (auto& r : tunnel_reverses) start_reverse(ctx, r);
 
     std::vector<std::pair<wg::PublicKey, std::string>> named;
     for (auto& p : cfg.peers)
@@ -421,8 +517,7 @@ int main(int argc, char** argv) {
     auto trim_timer = std::make_shared<asio::steady_timer>(ex);
     trim_when_slack_grows(trim_timer, heap_slack());
 
-    wg::log::event("wg-netstack: up, UDP port {}{}{}{}{}", device.listen_port(),
-                   no_socks ? "" : ", SOCKS5 on " + socks, http_addr.empty() ? "" : ", HTTP on " + http_addr,
+    wg::log::event("wg-netstack: up, UDP port {}{}{}{}", device.listen_port(), listening,
                    health_addr.empty() ? "" : ", health on " + health_addr,
                    uapi_path.empty() ? "" : ", UAPI on " + uapi_path);
     if (ready_fd >= 0) daemon_ready(ready_fd);

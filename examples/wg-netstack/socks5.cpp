@@ -71,7 +71,7 @@ awaitable<std::optional<Parsed>> read_message(tcp::socket& s, std::vector<uint8_
 
 awaitable<bool> negotiate(Context& ctx, tcp::socket& s) {
   std::vector<uint8_t> buf;
-  const uint8_t want = ctx.user.empty() ? kMethodNone : kMethodUserPass;
+  const uint8_t want = ctx.socks.user.empty() ? kMethodNone : kMethodUserPass;
   uint8_t chosen = kMethodRefused;
   auto greeting = co_await read_message(s, buf, [&](std::span<const uint8_t> in) {
     return parse_greeting(in, want, chosen);
@@ -88,7 +88,7 @@ awaitable<bool> negotiate(Context& ctx, tcp::socket& s) {
   });
   wg::secure_wipe(buf.data(), buf.size());
   const bool whole = auth && auth->status == Status::complete;
-  const bool ok = whole && (secret_equal(user, ctx.user) & secret_equal(pass, ctx.password));
+  const bool ok = whole && (secret_equal(user, ctx.socks.user) & secret_equal(pass, ctx.socks.password));
   wg::secure_wipe(pass.data(), pass.size());
   if (!whole) co_return false;
   uint8_t status[2] = {kAuthVersion, static_cast<uint8_t>(ok ? 0 : 1)};

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# wg-netstack runs a wireproxy configuration unchanged, against wireguard-go:
+#   [Interface] with CheckAlive, [Peer]; [Socks5] with Username/Password (the password a
+#   $ENV reference); [http]; two [TCPClientTunnel]; a [TCPServerTunnel] reached from the
+#   peer; a [UDPProxyTunnel]; the same WireGuard part through WGConfig = a wg-quick file;
+#   -n on good and bad files (one line, file and line); a wireproxy setting wg-netstack does
+#   not carry out is refused in one line, never ignored.
+#
+#        namespace $NS_A                                 namespace $NS_B
+#   wg-netstack -c wireproxy.conf  <══ WireGuard ══>   wireguard-go $WG_B, 198.19.0.2
+#     SOCKS5 127.0.0.1:25344 (user/pass)                 HTTP :8000, UDP echo :7007
+#     HTTP 127.0.0.1:25345                               (fetches 198.19.0.1:3422)
+#     TCPClientTunnel 127.0.0.1:25565, :25566 → B:8000
+#     TCPServerTunnel 3422 → 127.0.0.1:25545 (HTTP in A)
+#     UDPProxyTunnel 127.0.0.1:25600 → B:7007
+#
+# Topology: lib.sh. Usage: wg_netstack_wireproxy_test.sh BIN_DIR   (exit 77 = skipped)
+WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
+. "$(dirname "$0")/lib.sh"
+require_root
+trap cleanup EXIT
+command -v wireguard-go >/dev/null || { echo "wireguard-go missing (scripts/setup.sh installs it)"; exit 1; }
+command -v curl >/dev/null || { echo "curl missing"; exit 1; }
+N=$WGNET_BIN/wg-netstack
+HEALTH=127.0.0.1:9093
+
+bg() { # NS NAME CMD...
+  local ns=$1 name=$2; shift 2
+  ip netns exec "$ns" "$@" >"$TMP/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+# one_line_exit1 WHAT PATTERN CMD...: exit 1, one line on stderr matching PATTERN.
+one_line_exit1() {
+  local what=$1 pattern=$2 out rc
+  shift 2
+  out=$("$@" 2>"$TMP/cli.err"); rc=$?
+  check "$what: exit 1, one line ($(head -c 200 "$TMP/cli.err"); rc $rc)" \
+    test "$rc" -eq 1 -a -z "$out" -a "$(wc -l <"$TMP/cli.err")" -eq 1 -a -n "$(grep -E "$pattern" "$TMP/cli.err")"
+}
+
+log "=== a wireproxy config through wg-netstack, against wireguard-go ==="
+make_namespaces
+(umask 077; wg genkey >"$TMP/a.key"; wg genkey >"$TMP/b.key")
+wg pubkey <"$TMP/a.key" >"$TMP/a.pub"
+wg pubkey <"$TMP/b.key" >"$TMP/b.pub"
+start_impl "$NS_B" "$WG_B" wireguard-go || { fail "wireguard-go"; finish "wireproxy"; }
+configure "$NS_B" "$WG_B" "$TMP/b.key" 51821 "$(cat "$TMP/a.pub")" 198.18.0.1:51820 \
+  198.19.0.2 fd00:19::2 198.19.0.1 fd00:19::1
+mkdir -p "$TMP/www" "$TMP/local"
+echo "hello from B" >"$TMP/www/index.html"
+echo "hello from A's side" >"$TMP/local/index.html"
+bg "$NS_B" http python3 -m http.server --bind 198.19.0.2 --directory "$TMP/www" 8000
+bg "$NS_A" local-http python3 -m http.server --bind 127.0.0.1 --directory "$TMP/local" 25545
+bg "$NS_B" udp-echo python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.19.0.2", 7007))
+while True:
+    d, a = s.recvfrom(65535)
+    s.sendto(b"echo " + d, a)'
+wait_listen "$NS_B" 198.19.0.2:8000 && wait_listen "$NS_A" 127.0.0.1:25545 || fail "servers"
+
+# The WireGuard part, as a wg-quick file (for WGConfig) and inline.
+cat >"$TMP/wg0.conf" <<CONF
+[Interface]
+Address = 198.19.0.1/32 # the subnet should be /32, says wireproxy's sample
+PrivateKey = $(cat "$TMP/a.key")
+ListenPort = 51820
+CheckAlive = 198.19.0.2
+CheckAliveInterval = 2
+PostUp = echo ignored by wg-netstack
+
+[Peer]
+PublicKey = $(cat "$TMP/b.pub")
+AllowedIPs = 198.19.0.2/32
+Endpoint = 198.18.0.2:51821
+CONF
+proxies() {
+  cat <<CONF
+[TCPClientTunnel]
+BindAddress = 127.0.0.1:25565
+Target = 198.19.0.2:8000
+
+[TCPClientTunnel]
+BindAddress = 127.0.0.1:25566
+Target = 198.19.0.2:8000
+
+[TCPServerTunnel]
+ListenPort = 3422
+Target = localhost:25545
+
+[UDPProxyTunnel]
+BindAddress = 127.0.0.1:25600
+Target = 198.19.0.2:7007
+
+[Socks5]
+BindAddress = 127.0.0.1:25344
+Username = wpuser
+# Avoid using spaces in the password field
+Password = \$WP_SOCKS_PASSWORD
+
+[http]
+BindAddress = 127.0.0.1:25345
+CONF
+}
+{ cat "$TMP/wg0.conf"; echo; proxies; } >"$TMP/inline.conf"
+{ echo "WGConfig = $TMP/wg0.conf"; echo; proxies; } >"$TMP/wgconfig.conf"
+chmod 600 "$TMP"/*.conf
+
+# run_checks WHAT CONF: wg-netstack on CONF, every section carrying traffic.
+run_checks() {
+  local what=$1 conf=$2 pid out
+  ip netns exec "$NS_A" env WP_SOCKS_PASSWORD='s3cret;#x' "$N" -c "$conf" -i "$HEALTH" --log-level verbose \
+    >"$TMP/netstack-$what.log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  wait_listen "$NS_A" 127.0.0.1:25344 && wait_listen "$NS_A" 127.0.0.1:25345 && wait_listen "$NS_A" "$HEALTH" ||
+    { fail "$what: wg-netstack did not listen"; cat "$TMP/netstack-$what.log"; return; }
+  check "$what: no default SOCKS5 on 127.0.0.1:1080 (the file says what runs)" \
+    test -z "$(na ss -ltnH 'sport = :1080')"
+  out=$(na curl -sS --max-time 20 --socks5-hostname 127.0.0.1:25344 --proxy-user 'wpuser:s3cret;#x' http://198.19.0.2:8000/index.html)
+  check "$what: [Socks5] with Username and a \$ENV Password ($out)" test "$out" = "hello from B"
+  out=$(na curl -s --max-time 20 --socks5-hostname 127.0.0.1:25344 --proxy-user 'wpuser:wrong' http://198.19.0.2:8000/index.html; echo "rc $?")
+  check "$what: [Socks5] refuses a wrong password ($out)" test "$out" = "rc 97"
+  out=$(na curl -sS --max-time 20 -x http://127.0.0.1:25345 http://198.19.0.2:8000/index.html)
+  check "$what: [http], a plain GET ($out)" test "$out" = "hello from B"
+  for port in 25565 25566; do
+    out=$(na curl -sS --max-time 20 "http://127.0.0.1:$port/index.html")
+    check "$what: [TCPClientTunnel] 127.0.0.1:$port → 198.19.0.2:8000 ($out)" test "$out" = "hello from B"
+  done
+  out=$(nb curl -sS --max-time 20 http://198.19.0.1:3422/index.html)
+  check "$what: [TCPServerTunnel] B fetches 198.19.0.1:3422 → A's localhost:25545 ($out)" test "$out" = "hello from A's side"
+  out=$(na timeout 10 python3 -c '
+import socket
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(2)
+for _ in range(5):
+    u.sendto(b"ping", ("127.0.0.1", 25600))
+    try:
+        print(u.recvfrom(100)[0].decode()); break
+    except socket.timeout:
+        pass')
+  check "$what: [UDPProxyTunnel] 127.0.0.1:25600 → 198.19.0.2:7007 ($out)" test "$out" = "echo ping"
+  out=$(na curl -s --max-time 5 -w ' %{http_code}' "http://$HEALTH/readyz")
+  check "$what: CheckAlive drives /readyz ($out)" eval "[[ '$out' == '{\"198.19.0.2\":'*'} 200' ]]"
+  check "$what: the wg-quick key PostUp is warned about, not an error" \
+    grep -q "PostUp is a wg-quick key and is ignored" "$TMP/netstack-$what.log"
+  kill "$pid"
+  wait "$pid" 2>/dev/null
+  forget_pid "$pid"
+  check "$what: wg-netstack stopped" test -z "$(na ss -ltnH 'sport = :25344')"
+}
+
+# The password may be logged nowhere.
+run_checks inline "$TMP/inline.conf"
+run_checks wgconfig "$TMP/wgconfig.conf"
+check "the SOCKS5 password appears in no log" bash -c "! grep -qF 's3cret' '$TMP'/netstack-*.log"
+
+log "--- -n and refusals ---"
+out=$(env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/inline.conf" 2>/dev/null); rc=$?
+check "-n on the wireproxy file: Config OK ($out, rc $rc)" test "$out" = "Config OK" -a "$rc" -eq 0
+one_line_exit1 "-n with the \$ENV password unset" "inline.conf: line [0-9]+: .*WP_SOCKS_PASSWORD" \
+  env -u WP_SOCKS_PASSWORD "$N" -n -c "$TMP/inline.conf"
+{ cat "$TMP/inline.conf"; printf '\n[Socks5]\nBindAdress = 127.0.0.1:1\n'; } >"$TMP/typo.conf"
+one_line_exit1 "-n with a misspelt key" "typo.conf: line [0-9]+: unknown key 'BindAdress'" \
+  env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/typo.conf"
+{ cat "$TMP/inline.conf"; printf '\n[Socks6]\n'; } >"$TMP/section.conf"
+one_line_exit1 "-n with an unknown section" "section.conf: line [0-9]+: unknown section" \
+  env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/section.conf"
+{ grep -v PostUp "$TMP/inline.conf"; printf '\n[STDIOTunnel]\nTarget = 198.19.0.2:22\n'; } >"$TMP/stdio.conf"
+chmod 600 "$TMP"/*.conf
+one_line_exit1 "[STDIOTunnel] refused as not supported yet" "stdio.conf: line [0-9]+: \\[STDIOTunnel\\] is not supported" \
+  env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/stdio.conf"
+
+finish "wireproxy config"
