@@ -2,6 +2,8 @@
 // source, closed after 60 s without traffic.
 #include "forward.hpp"
 
+#include <unistd.h>
+
 #include <boost/asio/steady_timer.hpp>
 
 #include <map>
@@ -230,6 +232,31 @@ void start_reverse(Context& ctx, const ForwardSpec& spec) {
   if (ec) throw std::runtime_error("reverse " + spec.text + ": cannot listen in the tunnel: " + ec.message());
   asio::co_spawn(ctx.stack.get_executor(), reverse_tcp(ctx, l, spec, tcp::endpoint(target_addr, spec.to_port)),
                  asio::detached);
+}
+
+namespace {
+
+awaitable<void> stdio_tunnel(Context& ctx, std::string host, uint16_t port) {
+  auto [derr, stream] = co_await dial_host(ctx, host, port);
+  if (derr) {
+    wg::log::error("stdio tunnel: {}:{}: {}", host, port, derr.message());
+    co_return;
+  }
+  auto ex = co_await asio::this_coro::executor;
+  asio::posix::stream_descriptor in(ex, ::dup(STDIN_FILENO)), out(ex, ::dup(STDOUT_FILENO));
+  bool failed = false;
+  using namespace asio::experimental::awaitable_operators;
+  co_await (pump(in, stream, failed) && pump(stream, out, failed));
+  close_stream(in);
+  close_stream(out);
+  stream.close();
+}
+
+}  // namespace
+
+void start_stdio_tunnel(Context& ctx, const std::string& host, uint16_t port, std::function<void()> done) {
+  asio::co_spawn(ctx.stack.get_executor(), stdio_tunnel(ctx, host, port),
+                 [done = std::move(done)](std::exception_ptr) { done(); });
 }
 
 }  // namespace wgns

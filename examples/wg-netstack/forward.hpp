@@ -2,6 +2,8 @@
 // (listener on the netstack → local service), for TCP and UDP.
 #pragma once
 
+#include <functional>
+
 #include <memory>
 
 #include "common.hpp"
@@ -24,5 +26,10 @@ ForwardSpec parse_forward(const std::string& s);
 // std::runtime_error with one clear line), then serve in the background.
 void start_forward(Context& ctx, const ForwardSpec& spec);
 void start_reverse(Context& ctx, const ForwardSpec& spec);
+
+// [STDIOTunnel]: this process's stdin and stdout bridged to one TCP connection to
+// host:port in the tunnel (ssh's ProxyCommand). `done` runs once both directions have
+// ended or the dial failed (logged).
+void start_stdio_tunnel(Context& ctx, const std::string& host, uint16_t port, std::function<void()> done);
 
 }  // namespace wgns

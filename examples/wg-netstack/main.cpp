@@ -216,7 +216,7 @@ void refuse_unsupported(const ProxyConfig& pc, const std::string& path) {
   };
   for (auto& h : pc.http)
     if (!h.cert_file.empty()) no(h.line, "[http] CertFile/KeyFile (a TLS-wrapped proxy)");
-  if (!pc.stdio_tunnels.empty()) no(pc.stdio_tunnels.front().line, "[STDIOTunnel]");
+  if (pc.stdio_tunnels.size() > 1) no(pc.stdio_tunnels[1].line, "a second [STDIOTunnel] (there is one stdin)");
   for (auto& u : pc.udp_proxy_tunnels)
     if (u.inactivity_timeout.count() != 0) no(u.line, "[UDPProxyTunnel] InactivityTimeout");
   if (pc.resolve != ResolveStrategy::automatic) no(0, "[Resolve] ResolveStrategy other than auto");
@@ -434,6 +434,8 @@ int main(int argc, char** argv) {
     for (auto& t : pc.tcp_server_tunnels)
       for (auto& a : cfg.iface.addresses)
         tunnel_reverses.push_back(server_tunnel_spec(a.addr, t.listen_port, t.target));
+    if (daemon_mode && !pc.stdio_tunnels.empty())
+      throw std::runtime_error("-d and [STDIOTunnel] exclude each other: the tunnel is this process's stdin and stdout");
     if (config_test) {
       fmt::print("Config OK\n");
       return 0;
@@ -508,6 +510,8 @@ int main(int argc, char** argv) {
     for (auto& r : reverses) start_reverse(ctx, parse_forward(r));
     for (auto& f : tunnel_forwards) start_forward(ctx, f);
     for (auto& r : tunnel_reverses) start_reverse(ctx, r);
+    // [STDIOTunnel]: when its connection has ended, so has wg-netstack (as wireproxy).
+    for (auto& t : pc.stdio_tunnels) start_stdio_tunnel(ctx, t.target.host, t.target.port, [] { kill(getpid(), SIGTERM); });
 
     std::vector<std::pair<wg::PublicKey, std::string>> named;
     for (auto& p : cfg.peers)

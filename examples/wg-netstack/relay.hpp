@@ -6,6 +6,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
@@ -81,6 +82,17 @@ inline void abort_stream(tcp::socket& s) {
   s.close(ec);
 }
 inline void abort_stream(netstack::TcpStream& s) { s.abort(); }
+// A pipe or terminal ([STDIOTunnel]: stdin one way, stdout the other): a half-close is
+// the end of the descriptor.
+inline auto wait_readable(asio::posix::stream_descriptor& d) {
+  return d.async_wait(asio::posix::stream_descriptor::wait_read, kTry);
+}
+inline void close_stream(asio::posix::stream_descriptor& d) {
+  error_code ec;
+  d.close(ec);
+}
+inline void shutdown_send(asio::posix::stream_descriptor& d) { close_stream(d); }
+inline void abort_stream(asio::posix::stream_descriptor& d) { close_stream(d); }
 
 // Copies one direction until EOF (then half-closes the other side) or an error (then
 // resets both, which ends the other direction too). Waits for readability, not in a

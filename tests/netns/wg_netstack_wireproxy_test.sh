@@ -3,8 +3,8 @@
 #   [Interface] with CheckAlive, [Peer]; [Socks5] with Username/Password (the password a
 #   $ENV reference); [http]; two [TCPClientTunnel]; a [TCPServerTunnel] reached from the
 #   peer; a [UDPProxyTunnel]; the same WireGuard part through WGConfig = a wg-quick file;
-#   -n on good and bad files (one line, file and line); a wireproxy setting wg-netstack does
-#   not carry out is refused in one line, never ignored.
+#   -n on good and bad files (one line, file and line); [STDIOTunnel] as ssh's
+#   ProxyCommand runs it (stdin/stdout bridged to a TCP server in B).
 #
 #        namespace $NS_A                                 namespace $NS_B
 #   wg-netstack -c wireproxy.conf  <══ WireGuard ══>   wireguard-go $WG_B, 198.19.0.2
@@ -167,9 +167,29 @@ one_line_exit1 "-n with a misspelt key" "typo.conf: line [0-9]+: unknown key 'Bi
 { cat "$TMP/inline.conf"; printf '\n[Socks6]\n'; } >"$TMP/section.conf"
 one_line_exit1 "-n with an unknown section" "section.conf: line [0-9]+: unknown section" \
   env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/section.conf"
-{ grep -v PostUp "$TMP/inline.conf"; printf '\n[STDIOTunnel]\nTarget = 198.19.0.2:22\n'; } >"$TMP/stdio.conf"
+{ grep -v PostUp "$TMP/inline.conf"; printf '\n[TCPClientTunnel]\nBindAddress = 127.0.0.1:25599\nTarget = 198.19.0.2:8000\nBindAddress = 127.0.0.1:25598\n'; } >"$TMP/twice.conf"
 chmod 600 "$TMP"/*.conf
-one_line_exit1 "[STDIOTunnel] refused as not supported yet" "stdio.conf: line [0-9]+: \\[STDIOTunnel\\] is not supported" \
-  env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/stdio.conf"
+one_line_exit1 "-n with a key twice in a section" "twice.conf: line [0-9]+: .*BindAddress" \
+  env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/twice.conf"
+
+log "--- [STDIOTunnel], as ssh's ProxyCommand uses it ---"
+# B: a server that greets as sshd would, answers one line, and closes.
+bg "$NS_B" stdio-server python3 -c '
+import socket
+l = socket.create_server(("198.19.0.2", 2222))
+while True:
+    c, _ = l.accept()
+    c.sendall(b"SSH-2.0-wgnet-test\r\n")
+    f = c.makefile("rb")
+    c.sendall(b"echo: " + f.readline())
+    f.close(); c.close()'
+wait_listen "$NS_B" 198.19.0.2:2222 || fail "stdio server"
+{ grep -v PostUp "$TMP/wg0.conf"; printf '\n[STDIOTunnel]\nTarget = 198.19.0.2:2222\n'; } >"$TMP/stdio.conf"
+chmod 600 "$TMP/stdio.conf"
+out=$(printf 'hello over stdio\n' | na timeout 30 "$N" -c "$TMP/stdio.conf" 2>"$TMP/stdio.err"); rc=$?
+check "[STDIOTunnel]: stdin and stdout bridged to 198.19.0.2:2222, exit 0 when it closes (rc $rc; $(tr '\r\n' '  ' <<<"$out"))" \
+  test "$rc" -eq 0 -a "$out" = "$(printf 'SSH-2.0-wgnet-test\r\necho: hello over stdio')"
+check "[STDIOTunnel]: nothing but the stream on stdout, the log on stderr" grep -q "wg-netstack: up" "$TMP/stdio.err"
+one_line_exit1 "-d with [STDIOTunnel]" "exclude each other" na "$N" -d -c "$TMP/stdio.conf"
 
 finish "wireproxy config"
