@@ -14,7 +14,6 @@
 namespace wgns {
 namespace {
 
-constexpr auto kUdpIdle = std::chrono::seconds(60);
 
 asio::ip::address local_address(const std::string& host) {
   if (host == "localhost") return asio::ip::address_v4::loopback();
@@ -61,7 +60,7 @@ awaitable<void> forward_udp(Context& ctx, std::shared_ptr<udp::socket> sock, For
     if (ec) continue;
     auto now = std::chrono::steady_clock::now();
     std::erase_if(flows, [&](auto& kv) {
-      if (now - kv.second->last < kUdpIdle) return false;
+      if (now - kv.second->last < spec.udp_idle) return false;
       kv.second->tunnel.close();
       return true;
     });
@@ -141,7 +140,7 @@ awaitable<void> reverse_udp(Context& ctx, std::shared_ptr<netstack::UdpSocket> t
     if (ec) co_return;
     auto now = std::chrono::steady_clock::now();
     std::erase_if(flows, [&](auto& kv) {
-      if (now - kv.second->last < kUdpIdle) return false;
+      if (now - kv.second->last < kUdpFlowIdle) return false;
       error_code e;
       kv.second->sock.close(e);
       return true;

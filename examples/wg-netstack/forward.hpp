@@ -2,6 +2,7 @@
 // (listener on the netstack → local service), for TCP and UDP.
 #pragma once
 
+#include <chrono>
 #include <functional>
 
 #include <memory>
@@ -10,6 +11,9 @@
 
 namespace wgns {
 
+// How long a UDP flow of a forward or reverse lives without a datagram (by default).
+inline constexpr std::chrono::seconds kUdpFlowIdle{60};
+
 struct ForwardSpec {
   bool udp = false;
   std::string from_host;  // where we listen
@@ -17,6 +21,9 @@ struct ForwardSpec {
   std::string to_host;    // where we connect
   uint16_t to_port = 0;
   std::string text;       // as given, for messages
+  // UDP: a client's flow (its own tunnel socket) ends after this long without a datagram
+  // either way; the next datagram from it opens a new one.
+  std::chrono::seconds udp_idle = kUdpFlowIdle;
 };
 
 // "tcp:127.0.0.1:8080=198.19.0.2:80" → spec; throws std::invalid_argument.

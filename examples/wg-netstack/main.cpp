@@ -217,8 +217,6 @@ void refuse_unsupported(const ProxyConfig& pc, const std::string& path) {
   for (auto& h : pc.http)
     if (!h.cert_file.empty()) no(h.line, "[http] CertFile/KeyFile (a TLS-wrapped proxy)");
   if (pc.stdio_tunnels.size() > 1) no(pc.stdio_tunnels[1].line, "a second [STDIOTunnel] (there is one stdin)");
-  for (auto& u : pc.udp_proxy_tunnels)
-    if (u.inactivity_timeout.count() != 0) no(u.line, "[UDPProxyTunnel] InactivityTimeout");
   if (pc.resolve != ResolveStrategy::automatic) no(0, "[Resolve] ResolveStrategy other than auto");
 }
 
@@ -430,7 +428,12 @@ int main(int argc, char** argv) {
     if (!app.count("--check-alive-interval")) check_alive_interval = static_cast<unsigned>(pc.check_alive_interval.count());
     std::vector<ForwardSpec> tunnel_forwards, tunnel_reverses;
     for (auto& t : pc.tcp_client_tunnels) tunnel_forwards.push_back(tunnel_spec(false, t.bind, t.target));
-    for (auto& t : pc.udp_proxy_tunnels) tunnel_forwards.push_back(tunnel_spec(true, t.bind, t.target));
+    for (auto& t : pc.udp_proxy_tunnels) {
+      tunnel_forwards.push_back(tunnel_spec(true, t.bind, t.target));
+      // wireproxy's 0 (the default) keeps a flow forever; here it means the --forward
+      // default, 60 s, so that memory stays bounded.
+      if (t.inactivity_timeout.count() > 0) tunnel_forwards.back().udp_idle = t.inactivity_timeout;
+    }
     for (auto& t : pc.tcp_server_tunnels)
       for (auto& a : cfg.iface.addresses)
         tunnel_reverses.push_back(server_tunnel_spec(a.addr, t.listen_port, t.target));

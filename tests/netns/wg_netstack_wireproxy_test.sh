@@ -57,7 +57,7 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("198.19.0.2", 7007))
 while True:
     d, a = s.recvfrom(65535)
-    s.sendto(b"echo " + d, a)'
+    s.sendto(b"echo %d " % a[1] + d, a)'
 wait_listen "$NS_B" 198.19.0.2:8000 && wait_listen "$NS_A" 127.0.0.1:25545 || fail "servers"
 
 # The WireGuard part, as a wg-quick file (for WGConfig) and inline.
@@ -92,6 +92,7 @@ Target = localhost:25545
 [UDPProxyTunnel]
 BindAddress = 127.0.0.1:25600
 Target = 198.19.0.2:7007
+InactivityTimeout = 2
 
 [Socks5]
 BindAddress = 127.0.0.1:25344
@@ -130,17 +131,24 @@ run_checks() {
   done
   out=$(nb curl -sS --max-time 20 http://198.19.0.1:3422/index.html)
   check "$what: [TCPServerTunnel] B fetches 198.19.0.1:3422 → A's localhost:25545 ($out)" test "$out" = "hello from A's side"
-  out=$(na timeout 10 python3 -c '
-import socket
+  # The echo names the source port it saw: the same flow within InactivityTimeout (2 s),
+  # a new one (a new tunnel socket) after 3.5 s of silence.
+  out=$(na timeout 30 python3 -c '
+import socket, time
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 u.settimeout(2)
-for _ in range(5):
-    u.sendto(b"ping", ("127.0.0.1", 25600))
-    try:
-        print(u.recvfrom(100)[0].decode()); break
-    except socket.timeout:
-        pass')
-  check "$what: [UDPProxyTunnel] 127.0.0.1:25600 → 198.19.0.2:7007 ($out)" test "$out" = "echo ping"
+def ask(what):
+    for _ in range(5):
+        u.sendto(what, ("127.0.0.1", 25600))
+        try:
+            return u.recvfrom(100)[0].decode().split()
+        except socket.timeout:
+            pass
+    return ["none", "0", "none"]
+a = ask(b"ping"); b = ask(b"again"); time.sleep(3.5); c = ask(b"later")
+print(a[0], a[2], "same" if a[1] == b[1] else "new", "new" if c[1] != b[1] else "same")')
+  check "$what: [UDPProxyTunnel] 127.0.0.1:25600 → 198.19.0.2:7007, one flow until InactivityTimeout ($out)" \
+    test "$out" = "echo ping same new"
   out=$(na curl -s --max-time 5 -w ' %{http_code}' "http://$HEALTH/readyz")
   check "$what: CheckAlive drives /readyz ($out)" eval "[[ '$out' == '{\"198.19.0.2\":'*'} 200' ]]"
   check "$what: the wg-quick key PostUp is warned about, not an error" \
