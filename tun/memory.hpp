@@ -29,7 +29,7 @@ public:
 
   // Test side. inject() returns false once closed.
   bool inject(std::vector<uint8_t> packet);
-  // Waits up to `timeout` for a packet the core wrote.
+  // Waits up to `timeout` for a packet the core wrote; a zero timeout returns at once.
   std::optional<std::vector<uint8_t>> take(std::chrono::milliseconds timeout);
   void set_mtu(int mtu);
 

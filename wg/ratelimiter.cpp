@@ -72,4 +72,9 @@ size_t RateLimiter::size() const {
   return table_.size();
 }
 
+void RateLimiter::clear() {
+  std::lock_guard lock(mu_);
+  table_.clear();
+}
+
 }  // namespace wg

@@ -38,6 +38,9 @@ public:
 
   // Sources currently tracked. Thread-safe.
   size_t size() const;
+  // Forgets every source: each gets a full bucket again (the receive fuzzer starts every
+  // input afresh with it). Thread-safe.
+  void clear();
 
 private:
   using TimePoint = std::chrono::steady_clock::time_point;

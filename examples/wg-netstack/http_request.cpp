@@ -90,7 +90,8 @@ HttpVerdict absolute_form(std::string_view target, bool options) {
 std::optional<HttpVerdict> verdict_for_read_error(const boost::system::error_code& ec) {
   if (ec == http::error::header_limit)
     return refusal(http::status::request_header_fields_too_large,
-                   "request header larger than " + std::to_string(kHeaderLimit) + " bytes");
+                   "request header larger than " + std::to_string(kHeaderLimit) + " bytes, or a folded line over " +
+                       std::to_string(kFoldedLineLimit));
   // Closed before the first byte: Beast says end_of_stream (asio's eof never reaches
   // here); a reply would only linger on a connection nobody reads.
   if (ec == http::error::end_of_stream || ec == boost::asio::error::eof ||

@@ -16,6 +16,11 @@ namespace wgns {
 
 // A request header larger than this gets 431.
 inline constexpr size_t kHeaderLimit = 16 * 1024;
+// So does one whose folded field line (obs-fold, RFC 7230 3.2.4) is longer than this,
+// however small the header: Beast unfolds it in a fixed buffer of this size
+// (beast::http::detail::basic_parser_base::max_obs_fold) and reports header_limit past
+// it. RFC 6585 lets 431 answer for a single field too large.
+inline constexpr size_t kFoldedLineLimit = 4096;
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::empty_body>;
 

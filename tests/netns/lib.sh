@@ -93,6 +93,9 @@ cleanup() {
   ip netns del "$NS_A" 2>/dev/null
   ip netns del "$NS_B" 2>/dev/null
   rm -f "/var/run/wireguard/$WG_A.sock" "/var/run/wireguard/$WG_B.sock"
+  # WGNET_KEEP_LOGS=DIR keeps the logs (daemons' included, with whatever a sanitizer
+  # printed when they exited) in DIR.
+  if [ -n "${WGNET_KEEP_LOGS:-}" ]; then mkdir -p "$WGNET_KEEP_LOGS" && cp -a "$TMP"/. "$WGNET_KEEP_LOGS"/; fi
   rm -rf "$TMP"
 }
 

@@ -112,6 +112,18 @@ TEST_CASE("ratelimiter: a full table denies new sources", "[ratelimiter]") {
   CHECK(rl.size() == 2);  // 10.0.0.1 (seen at 500 ms) and 10.0.0.5
 }
 
+TEST_CASE("ratelimiter: clear forgets every source, drained or filling the table", "[ratelimiter]") {
+  RateLimiter rl(2);
+  const auto a = ip("198.51.100.7"), b = ip("198.51.100.8");
+  REQUIRE(allowed_of(rl, a, t0, 6) == 5);
+  REQUIRE(rl.allow(b, t0));
+  REQUIRE_FALSE(rl.allow(ip("198.51.100.9"), t0));  // table full
+  rl.clear();
+  CHECK(rl.size() == 0);
+  CHECK(allowed_of(rl, a, t0, 6) == 5);  // a full burst again, at the same instant
+  CHECK(rl.allow(ip("198.51.100.9"), t0));
+}
+
 TEST_CASE("ratelimiter: idle sources are swept lazily, at most once a second", "[ratelimiter]") {
   RateLimiter rl;
   const auto a = ip("10.0.0.1"), b = ip("10.0.0.2"), c = ip("10.0.0.3"), d = ip("10.0.0.4");
