@@ -113,10 +113,11 @@ private:
   std::optional<SetError> peer_key(std::string_view key, std::string_view value) {
     if (key == "update_only") {
       if (value != "true") return SetError{kErrorInvalid, "invalid update_only"};
-      if (created_) {
-        dev_.remove_peer(peer_->public_key());
-        peer_.reset();
-      }
+      // A peer this set created is not wanted after all; a second update_only finds it
+      // gone (uapi_fuzz: it dereferenced the null peer).
+      if (created_ && peer_) dev_.remove_peer(peer_->public_key());
+      if (created_) peer_.reset();
+      created_ = false;
       return std::nullopt;
     }
     if (key == "remove") {

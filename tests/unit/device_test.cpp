@@ -467,3 +467,20 @@ TEST_CASE("device: a UAPI dump stops at the first piece the client does not take
   CHECK(calls > 3);
   CHECK(pieces == whole);
 }
+
+TEST_CASE("device: UAPI update_only twice for an unknown peer creates nothing and applies none of its lines",
+          "[device][uapi]") {
+  conn::MemoryNetwork net;
+  Node n(net);
+  // The input uapi_fuzz found: the second update_only met the peer the first had removed.
+  const std::string key = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20";
+  CHECK(uapi::set(n.dev, "public_key=" + key + "\nupdate_only=true\nallowed_ip=198.19.0.2/32\nupdate_only=true\n"
+                         "allowed_ip=198.19.0.2/32\nremove=true\n") == 0);
+  CHECK(n.dev.peers().empty());
+  CHECK_FALSE(n.dev.routable(*IpAddress::parse("198.19.0.2")));
+  // An existing peer is updated as usual.
+  auto p = n.dev.add_peer(*PublicKey::from_hex(key));
+  REQUIRE(p);
+  CHECK(uapi::set(n.dev, "public_key=" + key + "\nupdate_only=true\nupdate_only=true\nallowed_ip=198.19.0.2/32\n") == 0);
+  CHECK(n.dev.routable(*IpAddress::parse("198.19.0.2")));
+}
