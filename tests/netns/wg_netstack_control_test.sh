@@ -4,6 +4,7 @@
 #     `wg show` sees it, `wg set` removes and re-adds the peer at run time (traffic stops,
 #     then flows again), malformed requests get wg-tun's errno replies, and a second
 #     wg-netstack never takes over the live socket;
+#   - `wg syncconf` adds a peer and `wg setconf` replaces them, traffic flowing throughout;
 #   - SIGHUP re-reads the config file and applies it as `wg syncconf` does while four
 #     200 MB transfers run: a peer added and a keepalive changed, every transfer intact;
 #     a config that does not parse changes nothing and the proxy keeps running;
@@ -116,6 +117,30 @@ kill -HUP "$NETSTACK_PID"
 check "SIGHUP with the first file again: the added peer removed" \
   eventually 50 eval "test \"\$(na wg show $WG_N peers)\" = '$B_PUB'"
 check "and traffic still flows" fetch_ok
+
+log "--- wg syncconf and wg setconf ---"
+SYNC_PUB=$(wg genkey | wg pubkey)
+cat >"$TMP/sync.conf" <<CONF
+[Interface]
+PrivateKey = $(cat "$TMP/a.key")
+ListenPort = $PORT_A
+
+[Peer]
+PublicKey = $B_PUB
+AllowedIPs = 198.19.0.2/32
+Endpoint = 198.18.0.2:$PORT_B
+
+[Peer]
+PublicKey = $SYNC_PUB
+AllowedIPs = 198.19.0.4/32
+CONF
+check "wg syncconf: accepted" na wg syncconf "$WG_N" "$TMP/sync.conf"
+check "wg syncconf: the second peer is there" eval "na wg show $WG_N peers | grep -qF '$SYNC_PUB'"
+check "wg syncconf: traffic still flows" fetch_ok
+head -n 8 "$TMP/sync.conf" >"$TMP/set.conf"
+check "wg setconf: accepted" na wg setconf "$WG_N" "$TMP/set.conf"
+check "wg setconf: only the peer of the file is left" test "$(na wg show "$WG_N" peers)" = "$B_PUB"
+check "wg setconf: traffic flows" fetch_ok
 
 log "--- the command line ---"
 N=$WGNET_BIN/wg-netstack
