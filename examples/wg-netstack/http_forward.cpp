@@ -2,11 +2,11 @@
 // serialises both messages; bodies pass through in pieces of kPiece bytes, never whole.
 #include "http_forward.hpp"
 
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <vector>
 
 #include "handshake.hpp"
@@ -18,12 +18,6 @@ namespace {
 
 constexpr size_t kPiece = 16 * 1024;
 constexpr std::string_view kVia = "1.1 wg-netstack";
-
-bool equal_nocase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 // The field names a Connection header lists (RFC 9110 §7.6.1: hop-by-hop too).
 std::vector<std::string> connection_options(const http::fields& f) {
@@ -66,7 +60,7 @@ void copy_end_to_end(const http::fields& from, http::fields& to) {
         break;
     }
     std::string_view name(f.name_string().data(), f.name_string().size());
-    if (std::any_of(listed.begin(), listed.end(), [&](const std::string& o) { return equal_nocase(o, name); }))
+    if (std::any_of(listed.begin(), listed.end(), [&](const std::string& o) { return boost::beast::iequals(o, name); }))
       continue;
     to.insert(f.name_string(), f.value());
   }
@@ -155,7 +149,7 @@ awaitable<bool> forward(Context& ctx, tcp::socket& client, boost::beast::flat_bu
   if (in.chunked()) req_out.chunked(true);
   else if (auto len = req_in.content_length()) req_out.content_length(*len);
   // The proxy answers 100-continue itself, so the origin never has to.
-  if (auto e = in.find(http::field::expect); e != in.end() && equal_nocase(e->value(), "100-continue")) {
+  if (auto e = in.find(http::field::expect); e != in.end() && boost::beast::iequals(e->value(), "100-continue")) {
     auto [cec, cn] = co_await asio::async_write(client, asio::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), kTry);
     if (cec) co_return false;
   }

@@ -2,12 +2,12 @@
 #include "http_request.hpp"
 
 #include <boost/asio/error.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
 #include <sodium.h>
 
 #include <algorithm>
-#include <cctype>
 #include <string_view>
 
 #include "common.hpp"
@@ -48,10 +48,7 @@ HttpVerdict refusal(http::status status, std::string reason, bool want_auth = fa
 }
 
 bool starts_with_nocase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
-  return true;
+  return s.size() >= prefix.size() && boost::beast::iequals(s.substr(0, prefix.size()), prefix);
 }
 
 // "http://authority[/path][?query][#fragment]" → where to forward it. The fragment is
