@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "host_port.hpp"
+#include "proxy_config.hpp"
 #include "wg/crypto.hpp"
 #include "netstack/stack.hpp"
 #include "relay.hpp"
@@ -68,6 +69,8 @@ struct Context {
   std::chrono::steady_clock::duration handshake_timeout = kDefaultHandshakeTimeout;
   // Set when CheckAlive addresses are configured (see start_check_alive).
   CheckAlive* checks = nullptr;
+  // [Resolve] ResolveStrategy: the family of a name's addresses that are dialed.
+  ResolveStrategy resolve = ResolveStrategy::automatic;
 };
 
 // Counts a proxied connection as active for its lifetime.
@@ -95,7 +98,12 @@ awaitable<void> accept_loop(tcp::acceptor& acceptor, Serve serve) {
 // True if a is one of the netstack's own tunnel addresses (Address= of the config).
 bool is_own_address(const Context& ctx, const wg::IpAddress& a);
 
-// Resolves host (a name through the tunnel's DNS, or a literal) and dials the first
+// Resolves host through the tunnel's DNS, keeping the addresses of the family
+// ctx.resolve asks for (host_not_found if none is left); a literal address is itself,
+// whatever its family.
+awaitable<std::pair<error_code, std::vector<wg::IpAddress>>> resolve_host(Context& ctx, const std::string& host);
+
+// Resolves host (resolve_host) and dials the first
 // address that answers, skipping the netstack's own addresses. Errors as the last attempt
 // reported; ProxyError::own_address if every address was our own.
 awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, const std::string& host,

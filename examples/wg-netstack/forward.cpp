@@ -66,7 +66,7 @@ awaitable<void> forward_udp(Context& ctx, std::shared_ptr<udp::socket> sock, For
     });
     auto& flow = flows[from];
     if (!flow) {
-      auto [rerr, addrs] = co_await ctx.stack.async_resolve(spec.to_host, kTry);
+      auto [rerr, addrs] = co_await resolve_host(ctx, spec.to_host);
       if (rerr || addrs.empty()) {
         flows.erase(from);
         continue;

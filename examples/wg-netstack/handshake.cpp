@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "tls_stream.hpp"
+
 namespace wgns {
 
 Deadline::Deadline(tcp::socket& s, std::chrono::steady_clock::duration after) : timer_(s.get_executor()) {
@@ -24,11 +26,11 @@ void Deadline::disarm() {
   timer_.cancel();
 }
 
-awaitable<void> close_after_reply(tcp::socket& s) {
-  error_code ec;
-  s.shutdown(tcp::socket::shutdown_send, ec);
-  if (!ec) {
-    Deadline linger(s, kLingerTime);
+template <class Stream>
+awaitable<void> close_after_reply(Stream& s) {
+  shutdown_send(s);
+  if (lowest_socket(s).is_open()) {
+    Deadline linger(lowest_socket(s), kLingerTime);
     uint8_t discard[4096];
     for (size_t total = 0; total < kLingerBytes;) {
       auto [rec, n] = co_await s.async_read_some(asio::buffer(discard), kTry);
@@ -36,8 +38,10 @@ awaitable<void> close_after_reply(tcp::socket& s) {
       total += n;
     }
   }
-  s.close(ec);
+  close_stream(s);
 }
+template awaitable<void> close_after_reply(tcp::socket&);
+template awaitable<void> close_after_reply(TlsStream&);
 
 namespace {
 class ProxyCategory : public boost::system::error_category {

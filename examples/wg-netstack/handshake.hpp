@@ -42,7 +42,9 @@ private:
 // before it read the reply loses the reply (RFC 9112 section 9.6, "lingering close").
 inline constexpr auto kLingerTime = std::chrono::seconds(2);
 inline constexpr size_t kLingerBytes = 16 * 1024 * 1024;
-awaitable<void> close_after_reply(tcp::socket& s);
+// Stream: tcp::socket or TlsStream.
+template <class Stream>
+awaitable<void> close_after_reply(Stream& s);
 
 // Targets the proxies refuse on their own account (not the tunnel's answer).
 enum class ProxyError {

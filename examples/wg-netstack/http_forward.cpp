@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "handshake.hpp"
+#include "tls_stream.hpp"
 #include "wg/log.hpp"
 
 namespace wgns {
@@ -96,6 +97,21 @@ awaitable<error_code> relay_message(Src& src, boost::beast::flat_buffer& src_buf
   }
 }
 
+// RFC 9110 §9.2.2.
+bool is_idempotent(http::verb m) {
+  switch (m) {
+    case http::verb::get:
+    case http::verb::head:
+    case http::verb::options:
+    case http::verb::trace:
+    case http::verb::put:
+    case http::verb::delete_:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 http::status status_for_dial_error(const error_code& e) {
@@ -104,7 +120,8 @@ http::status status_for_dial_error(const error_code& e) {
                                        : http::status::bad_gateway;
 }
 
-awaitable<void> refuse(tcp::socket& s, http::status status, const std::string& body, bool want_auth) {
+template <class Client>
+awaitable<void> refuse(Client& s, http::status status, const std::string& body, bool want_auth) {
   http::response<http::string_body> res{status, 11};
   res.set(http::field::server, "wg-netstack");
   res.set(http::field::content_type, "text/plain");
@@ -116,7 +133,8 @@ awaitable<void> refuse(tcp::socket& s, http::status status, const std::string& b
   co_await close_after_reply(s);
 }
 
-awaitable<bool> forward(Context& ctx, tcp::socket& client, boost::beast::flat_buffer& buf,
+template <class Client>
+awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer& buf,
                         http::request_parser<http::empty_body>& header, const HttpVerdict& v, Upstream& up) {
   http::request_parser<http::buffer_body> req_in{std::move(header)};
   req_in.body_limit(boost::none);
@@ -124,22 +142,8 @@ awaitable<bool> forward(Context& ctx, tcp::socket& client, boost::beast::flat_bu
   const bool client_keep_alive = in.keep_alive();
   const bool head = in.method() == http::verb::head;
 
-  // The origin: the kept connection if it is to the same host:port, else a new one.
+  // The request, in origin-form.
   const std::string key = v.host + ":" + std::to_string(v.port);
-  if (!up.stream || up.key != key) {
-    up = {};
-    auto [derr, stream] = co_await dial_host(ctx, v.host, v.port);
-    if (derr) {
-      ctx.metrics.connections_failed.fetch_add(1);
-      wg::log::verbose("http: {}: {}", key, derr.message());
-      co_await refuse(client, status_for_dial_error(derr), key + ": " + derr.message());
-      co_return false;
-    }
-    up.stream.emplace(std::move(stream));
-    up.key = key;
-  }
-
-  // The request, in origin-form, to the origin.
   http::request<http::buffer_body> req_out;
   req_out.method_string(in.method_string());
   req_out.target(v.path);
@@ -153,31 +157,62 @@ awaitable<bool> forward(Context& ctx, tcp::socket& client, boost::beast::flat_bu
     auto [cec, cn] = co_await asio::async_write(client, asio::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), kTry);
     if (cec) co_return false;
   }
-  if (auto ec = co_await relay_message(client, buf, req_in, *up.stream, req_out)) {
-    wg::log::verbose("http: request to {}: {}", key, ec.message());
-    up = {};
-    co_return false;
-  }
-
-  // The response: informational ones (1xx but 101) passed on as they come, then the final.
+  // An origin may close a kept connection whenever it is idle (RFC 9112 §9.5), and the
+  // proxy learns it only when the next request on it fails. A request that can be sent
+  // again, idempotent and without a body (RFC 9110 §9.2.2), then goes once more on a new
+  // connection, as a browser does; any other gets 502.
+  const bool resendable = is_idempotent(in.method()) && !in.chunked() && req_in.content_length().value_or(0) == 0;
   std::optional<http::response_parser<http::buffer_body>> res_in;
-  for (;;) {
-    res_in.emplace();
-    res_in->body_limit(boost::none);
-    if (head) res_in->skip(true);
-    auto [rec, rn] = co_await http::async_read_header(*up.stream, up.buf, *res_in, kTry);
-    if (rec) {
-      wg::log::verbose("http: response from {}: {}", key, rec.message());
+  for (bool retried = false;; retried = true) {
+    const bool reused = up.stream && up.key == key;
+    if (!reused) {
       up = {};
-      co_await refuse(client, http::status::bad_gateway, key + ": no valid response: " + rec.message());
+      auto [derr, stream] = co_await dial_host(ctx, v.host, v.port);
+      if (derr) {
+        ctx.metrics.connections_failed.fetch_add(1);
+        wg::log::verbose("http: {}: {}", key, derr.message());
+        co_await refuse(client, status_for_dial_error(derr), key + ": " + derr.message());
+        co_return false;
+      }
+      up.stream.emplace(std::move(stream));
+      up.key = key;
+    }
+    const bool may_resend = reused && resendable && !retried;
+    if (auto ec = co_await relay_message(client, buf, req_in, *up.stream, req_out)) {
+      wg::log::verbose("http: request to {}: {}", key, ec.message());
+      up = {};
+      if (may_resend) continue;
       co_return false;
     }
-    const unsigned code = res_in->get().result_int();
-    if (code < 100 || code >= 200 || code == 101) break;
-    http::response<http::empty_body> interim{res_in->get().result(), 11};
-    copy_end_to_end(res_in->get(), interim);
-    auto [iec, in_n] = co_await http::async_write(client, interim, kTry);
-    if (iec) co_return false;
+    // The response: informational ones (1xx but 101) passed on as they come, then the
+    // final one.
+    bool first = true, resend = false;
+    for (;; first = false) {
+      res_in.emplace();
+      res_in->body_limit(boost::none);
+      if (head) res_in->skip(true);
+      auto [rec, rn] = co_await http::async_read_header(*up.stream, up.buf, *res_in, kTry);
+      if (rec) {
+        wg::log::verbose("http: response from {}: {}", key, rec.message());
+        up = {};
+        const bool closed = rec == http::error::end_of_stream || rec == asio::error::eof ||
+                            rec == asio::error::connection_reset;
+        if (first && closed && may_resend) {
+          resend = true;
+          break;
+        }
+        co_await refuse(client, http::status::bad_gateway, key + ": no valid response: " + rec.message());
+        co_return false;
+      }
+      const unsigned code = res_in->get().result_int();
+      if (code < 100 || code >= 200 || code == 101) break;
+      http::response<http::empty_body> interim{res_in->get().result(), 11};
+      copy_end_to_end(res_in->get(), interim);
+      auto [iec, in_n] = co_await http::async_write(client, interim, kTry);
+      if (iec) co_return false;
+    }
+    if (!resend) break;
+    wg::log::verbose("http: {} closed the kept connection: the request again on a new one", key);
   }
   const auto& res = res_in->get();
   http::response<http::buffer_body> res_out;
@@ -213,11 +248,16 @@ awaitable<bool> forward(Context& ctx, tcp::socket& client, boost::beast::flat_bu
   }
   if (!origin_reusable) up = {};
   if (!keep_alive) {
-    error_code ignored;
-    client.shutdown(tcp::socket::shutdown_send, ignored);
     co_await close_after_reply(client);
   }
   co_return keep_alive;
 }
+
+template awaitable<void> refuse(tcp::socket&, http::status, const std::string&, bool);
+template awaitable<void> refuse(TlsStream&, http::status, const std::string&, bool);
+template awaitable<bool> forward(Context&, tcp::socket&, boost::beast::flat_buffer&,
+                                 http::request_parser<http::empty_body>&, const HttpVerdict&, Upstream&);
+template awaitable<bool> forward(Context&, TlsStream&, boost::beast::flat_buffer&,
+                                 http::request_parser<http::empty_body>&, const HttpVerdict&, Upstream&);
 
 }  // namespace wgns

@@ -28,12 +28,15 @@ struct Upstream {
 // Forwards the request whose header `parser` holds (its body still to read from the
 // client through `buf`) and relays the response. True when the client connection stays
 // open for another request.
-awaitable<bool> forward(Context& ctx, tcp::socket& client, boost::beast::flat_buffer& buf,
+// Client: tcp::socket or TlsStream.
+template <class Client>
+awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer& buf,
                         boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
                         const HttpVerdict& v, Upstream& upstream);
 
 // Answers an error and closes (after the client had the time to read the answer).
-awaitable<void> refuse(tcp::socket& s, boost::beast::http::status status, const std::string& body,
+template <class Client>
+awaitable<void> refuse(Client& s, boost::beast::http::status status, const std::string& body,
                        bool want_auth = false);
 
 // 403 for the proxy's own address, 504 for a timeout, 502 for the rest.

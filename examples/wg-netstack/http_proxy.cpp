@@ -1,7 +1,8 @@
 // The HTTP proxy: CONNECT (dial through the tunnel, answer 200, relay), and plain
 // requests of every method with an absolute http:// URI, forwarded (http_forward.cpp) on
-// a kept-alive client connection. A header over 16 KiB gets 431, a malformed one 400, the
-// proxy's own address 403, other dial failures 502/504 (the body says why).
+// a kept-alive client connection; over TLS when [http] has CertFile/KeyFile
+// (tls_stream.hpp). A header over 16 KiB gets 431, a malformed one 400, the proxy's own
+// address 403, other dial failures 502/504 (the body says why).
 #include "http_proxy.hpp"
 
 #include <boost/beast/core/flat_buffer.hpp>
@@ -10,6 +11,7 @@
 #include "handshake.hpp"
 #include "http_forward.hpp"
 #include "http_request.hpp"
+#include "tls_stream.hpp"
 #include "wg/log.hpp"
 
 namespace wgns {
@@ -18,7 +20,8 @@ namespace {
 
 // CONNECT: dial, answer 200, relay. Bytes the client sent after the header belong to the
 // tunnel.
-awaitable<void> tunnel(Context& ctx, tcp::socket& s, boost::beast::flat_buffer& buf, const HttpVerdict& v) {
+template <class Client>
+awaitable<void> tunnel(Context& ctx, Client& s, boost::beast::flat_buffer& buf, const HttpVerdict& v) {
   auto [derr, stream] = co_await dial_host(ctx, v.host, v.port);
   if (derr) {
     ctx.metrics.connections_failed.fetch_add(1);
@@ -40,10 +43,11 @@ awaitable<void> tunnel(Context& ctx, tcp::socket& s, boost::beast::flat_buffer& 
 // Reads the next request header within the handshake timeout (for the first request, and
 // for each later one on a kept-alive connection: an idle one is closed after as long).
 // The verdict, or nullopt when the connection is done with.
-awaitable<std::optional<HttpVerdict>> read_request(Context& ctx, tcp::socket& s, boost::beast::flat_buffer& buf,
+template <class Client>
+awaitable<std::optional<HttpVerdict>> read_request(Context& ctx, Client& s, boost::beast::flat_buffer& buf,
                                                    http::request_parser<http::empty_body>& parser) {
   prepare_request_parser(parser);
-  Deadline deadline(s, ctx.handshake_timeout);
+  Deadline deadline(lowest_socket(s), ctx.handshake_timeout);
   auto [ec, n] = co_await http::async_read_header(s, buf, parser, kTry);
   deadline.disarm();
   if (deadline.expired()) {
@@ -54,8 +58,8 @@ awaitable<std::optional<HttpVerdict>> read_request(Context& ctx, tcp::socket& s,
   co_return ec ? verdict_for_read_error(ec) : verdict_for_request(parser.get(), ctx.http.user, ctx.http.password);
 }
 
-awaitable<void> serve(Context& ctx, tcp::socket s) {
-  ActiveConnection active(ctx.metrics);
+template <class Client>
+awaitable<void> serve(Context& ctx, Client& s) {
   boost::beast::flat_buffer buf;
   Upstream upstream;
   for (;;) {
@@ -75,10 +79,33 @@ awaitable<void> serve(Context& ctx, tcp::socket s) {
   }
 }
 
+awaitable<void> serve_plain(Context& ctx, tcp::socket s) {
+  ActiveConnection active(ctx.metrics);
+  co_await serve(ctx, s);
+}
+
+// The TLS handshake shares the deadline of the first request header: a client that
+// connects and then says nothing, or half a ClientHello, is closed as slowloris.
+awaitable<void> serve_tls(Context& ctx, tcp::socket s, const TlsServerContext& tls) {
+  ActiveConnection active(ctx.metrics);
+  TlsStream ts(std::move(s), tls);
+  Deadline deadline(ts.socket(), ctx.handshake_timeout);
+  auto [ec] = co_await ts.async_handshake(kTry);
+  deadline.disarm();
+  if (ec || deadline.expired()) {
+    if (deadline.expired()) ctx.metrics.handshake_timeouts.fetch_add(1);
+    wg::log::verbose("https proxy: TLS handshake: {}", deadline.expired() ? "timed out" : ec.message());
+    ts.abort();
+    co_return;
+  }
+  co_await serve(ctx, ts);
+}
+
 }  // namespace
 
-awaitable<void> http_proxy_server(Context& ctx, tcp::acceptor& acceptor) {
-  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve(ctx, std::move(s)); });
+awaitable<void> http_proxy_server(Context& ctx, tcp::acceptor& acceptor, const TlsServerContext* tls) {
+  if (tls) return accept_loop(acceptor, [&ctx, tls](tcp::socket s) { return serve_tls(ctx, std::move(s), *tls); });
+  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve_plain(ctx, std::move(s)); });
 }
 
 }  // namespace wgns

@@ -4,5 +4,7 @@
 #include "common.hpp"
 
 namespace wgns {
-awaitable<void> http_proxy_server(Context& ctx, tcp::acceptor& acceptor);
+class TlsServerContext;
+// tls: null for plain HTTP; else every connection is TLS first (an HTTPS proxy).
+awaitable<void> http_proxy_server(Context& ctx, tcp::acceptor& acceptor, const TlsServerContext* tls = nullptr);
 }

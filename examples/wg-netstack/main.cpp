@@ -29,6 +29,7 @@
 #include "proxy_config.hpp"
 #include "http_proxy.hpp"
 #include "socks5.hpp"
+#include "tls_stream.hpp"
 #include "wg/apply.hpp"
 #include "wg/log.hpp"
 #include "wg/uapi.hpp"
@@ -51,9 +52,18 @@ bool is_own_address(const Context& ctx, const wg::IpAddress& a) {
   return std::any_of(own.begin(), own.end(), [&a](const wg::IpPrefix& p) { return p.addr == a; });
 }
 
+awaitable<std::pair<error_code, std::vector<wg::IpAddress>>> resolve_host(Context& ctx, const std::string& host) {
+  auto [ec, addrs] = co_await ctx.stack.async_resolve(host, kTry);
+  if (ec || ctx.resolve == ResolveStrategy::automatic || wg::IpAddress::parse(host)) co_return std::pair{ec, addrs};
+  const bool want_v4 = ctx.resolve == ResolveStrategy::ipv4;
+  std::erase_if(addrs, [want_v4](const wg::IpAddress& a) { return a.is_v4() != want_v4; });
+  if (addrs.empty()) ec = asio::error::host_not_found;
+  co_return std::pair{ec, addrs};
+}
+
 awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, const std::string& host,
                                                                 uint16_t port) {
-  auto [rerr, addrs] = co_await ctx.stack.async_resolve(host, kTry);
+  auto [rerr, addrs] = co_await resolve_host(ctx, host);
   if (rerr) co_return std::pair{rerr, netstack::TcpStream{}};
   error_code last = asio::error::host_not_found;
   for (auto& a : addrs) {
@@ -168,13 +178,19 @@ void trim_when_slack_grows(std::shared_ptr<asio::steady_timer> timer, size_t bas
 struct Listener {
   std::string address;
   Credentials creds;
+  std::string cert_file, key_file;  // [http] CertFile/KeyFile: an HTTPS proxy
 };
 
 // A [Socks5] or [http] section: its Username/Password, else those of --auth-file.
 template <class Section>
 Listener section_listener(const Section& sec, const std::string& user, const std::string& password) {
-  if (sec.username.empty()) return {sec.bind.text, {user, password}};
-  return {sec.bind.text, {sec.username, sec.password.str()}};
+  Listener l{sec.bind.text, {user, password}, {}, {}};
+  if (!sec.username.empty()) l.creds = {sec.username, sec.password.str()};
+  if constexpr (requires { sec.cert_file; }) {
+    l.cert_file = sec.cert_file;
+    l.key_file = sec.key_file;
+  }
+  return l;
 }
 
 // The proxies of one kind share their credentials (Context holds one pair per kind).
@@ -214,10 +230,7 @@ void refuse_unsupported(const ProxyConfig& pc, const std::string& path) {
     throw std::runtime_error(path + (line ? ": line " + std::to_string(line) : std::string()) + ": " + what +
                              " is not supported by wg-netstack yet");
   };
-  for (auto& h : pc.http)
-    if (!h.cert_file.empty()) no(h.line, "[http] CertFile/KeyFile (a TLS-wrapped proxy)");
   if (pc.stdio_tunnels.size() > 1) no(pc.stdio_tunnels[1].line, "a second [STDIOTunnel] (there is one stdin)");
-  if (pc.resolve != ResolveStrategy::automatic) no(0, "[Resolve] ResolveStrategy other than auto");
 }
 
 // A usage error: one line on stderr, exit status 1 (wg-tun's too, and wireguard-go's).
@@ -408,12 +421,12 @@ int main(int argc, char** argv) {
     std::vector<Listener> socks_listeners, http_listeners;
     if (no_socks) {
     } else if (app.count("--socks5") || (pc.socks5.empty() && !wireproxy_style)) {
-      socks_listeners.push_back({socks, {user, password}});
+      socks_listeners.push_back({socks, {user, password}, {}, {}});
     } else {
       for (auto& sec : pc.socks5) socks_listeners.push_back(section_listener(sec, user, password));
     }
     if (app.count("--http") || pc.http.empty()) {
-      if (!http_addr.empty()) http_listeners.push_back({http_addr, {user, password}});
+      if (!http_addr.empty()) http_listeners.push_back({http_addr, {user, password}, {}, {}});
     } else {
       for (auto& sec : pc.http) http_listeners.push_back(section_listener(sec, user, password));
     }
@@ -439,6 +452,10 @@ int main(int argc, char** argv) {
         tunnel_reverses.push_back(server_tunnel_spec(a.addr, t.listen_port, t.target));
     if (daemon_mode && !pc.stdio_tunnels.empty())
       throw std::runtime_error("-d and [STDIOTunnel] exclude each other: the tunnel is this process's stdin and stdout");
+    // The HTTPS proxies' certificates, loaded before anything starts (and by -n).
+    std::vector<std::unique_ptr<TlsServerContext>> tls;
+    for (auto& l : http_listeners)
+      tls.push_back(l.cert_file.empty() ? nullptr : std::make_unique<TlsServerContext>(l.cert_file, l.key_file));
     if (config_test) {
       fmt::print("Config OK\n");
       return 0;
@@ -481,6 +498,7 @@ int main(int argc, char** argv) {
     Context ctx{*stack, device, {}, socks_creds, http_creds,
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::chrono::duration<double>(handshake_seconds))};
+    ctx.resolve = pc.resolve;
     if (!checks.targets.empty()) {
       ctx.checks = &checks;
       start_check_alive(ctx, checks);
@@ -498,11 +516,12 @@ int main(int argc, char** argv) {
       asio::co_spawn(ex, socks5_server(ctx, *a), asio::detached);
       listening += ", SOCKS5 on " + l.address;
     }
-    for (auto& l : http_listeners) {
-      auto a = listen_on(ex, "HTTP proxy", l.address);
+    for (size_t i = 0; i < http_listeners.size(); ++i) {
+      auto& l = http_listeners[i];
+      auto a = listen_on(ex, tls[i] ? "HTTPS proxy" : "HTTP proxy", l.address);
       acceptors.push_back(a);
-      asio::co_spawn(ex, http_proxy_server(ctx, *a), asio::detached);
-      listening += ", HTTP on " + l.address;
+      asio::co_spawn(ex, http_proxy_server(ctx, *a, tls[i].get()), asio::detached);
+      listening += (tls[i] ? ", HTTPS on " : ", HTTP on ") + l.address;
     }
     if (!health_addr.empty()) {
       auto a = listen_on(ex, "health", health_addr);

@@ -140,7 +140,7 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
       Target t;
       size_t hl;
       if (!parse_udp_header(std::span<const uint8_t>(buf.data(), n), t, hl)) continue;
-      auto [rerr, addrs] = co_await ctx.stack.async_resolve(t.host, kTry);
+      auto [rerr, addrs] = co_await resolve_host(ctx, t.host);
       if (rerr) continue;
       // A datagram to our own tunnel address would leave through the tunnel (the netstack
       // does not loop back) toward a peer that routes it on: dropped, as any datagram

@@ -55,41 +55,6 @@ wait_listen() {
 }
 
 write_helpers() {
-  # DNS over UDP for web.test (A + AAAA) and web6.test (AAAA only), NXDOMAIN otherwise;
-  # every query is logged with its source, so the test can see it came through the tunnel.
-  cat >"$TMP/dns.py" <<'PY'
-import socket, struct, sys
-A = {"web.test": ["198.19.0.2"]}
-AAAA = {"web.test": ["fd00:19::2"], "web6.test": ["fd00:19::2"]}
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("198.19.0.2", 53))
-log = open(sys.argv[1], "a", buffering=1)
-while True:
-    q, addr = s.recvfrom(4096)
-    try:
-        qid, flags, qdcount = struct.unpack(">HHH", q[:6])
-        if qdcount != 1 or flags & 0x8000:
-            continue
-        off, labels = 12, []
-        while q[off] != 0:
-            n = q[off]
-            labels.append(q[off + 1:off + 1 + n].decode().lower())
-            off += 1 + n
-        qtype, _ = struct.unpack(">HH", q[off + 1:off + 5])
-    except (IndexError, struct.error, UnicodeDecodeError):
-        continue
-    name = ".".join(labels)
-    log.write(f"{addr[0]} {name} {qtype}\n")
-    records = []
-    if qtype == 1:
-        records = [socket.inet_pton(socket.AF_INET, a) for a in A.get(name, [])]
-    elif qtype == 28:
-        records = [socket.inet_pton(socket.AF_INET6, a) for a in AAAA.get(name, [])]
-    rcode = 0 if name in A or name in AAAA else 3
-    head = struct.pack(">HHHHHH", qid, 0x8480 | (flags & 0x0100) | rcode, 1, len(records), 0, 0)
-    body = b"".join(struct.pack(">HHHIH", 0xC00C, qtype, 1, 60, len(r)) + r for r in records)
-    s.sendto(head + q[12:off + 5] + body, addr)
-PY
   # An HTTP/1.1 origin that answers every method with what it got, as JSON: method,
   # target, body length and SHA-256, header fields. /eof/N answers N bytes without a
   # length and closes; /chunked/N sends N bytes in chunks.
@@ -265,7 +230,7 @@ setup() {
   bg "$NS_B" http4 python3 -m http.server --bind 198.19.0.2 --directory "$TMP/www" 8000
   bg "$NS_B" http6 python3 -m http.server --bind fd00:19::2 --directory "$TMP/www" 8000
   bg "$NS_B" http-echo python3 "$TMP/http_echo.py" 198.19.0.2 8001
-  bg "$NS_B" dns python3 "$TMP/dns.py" "$TMP/dns-queries.log"
+  bg "$NS_B" dns python3 "$(dirname "$0")/dns_server.py" "$TMP/dns-queries.log"
   bg "$NS_B" udp-echo python3 "$TMP/udp_echo.py" 7007
   wait_listen "$NS_B" tcp 198.19.0.2:8000 && wait_listen "$NS_B" tcp "[fd00:19::2]:8000" &&
     wait_listen "$NS_B" tcp 198.19.0.2:8001 &&

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # wg-netstack runs a wireproxy configuration unchanged, against wireguard-go:
 #   [Interface] with CheckAlive, [Peer]; [Socks5] with Username/Password (the password a
-#   $ENV reference); [http]; two [TCPClientTunnel]; a [TCPServerTunnel] reached from the
+#   $ENV reference); [http], plain and with CertFile/KeyFile (an HTTPS proxy); two
+#   [TCPClientTunnel]; a [TCPServerTunnel] reached from the
 #   peer; a [UDPProxyTunnel]; the same WireGuard part through WGConfig = a wg-quick file;
 #   -n on good and bad files (one line, file and line); [STDIOTunnel] as ssh's
 #   ProxyCommand runs it (stdin/stdout bridged to a TCP server in B).
@@ -10,6 +11,7 @@
 #   wg-netstack -c wireproxy.conf  <══ WireGuard ══>   wireguard-go $WG_B, 198.19.0.2
 #     SOCKS5 127.0.0.1:25344 (user/pass)                 HTTP :8000, UDP echo :7007
 #     HTTP 127.0.0.1:25345                               (fetches 198.19.0.1:3422)
+#     HTTPS 127.0.0.1:25346 (TLS to the proxy)
 #     TCPClientTunnel 127.0.0.1:25565, :25566 → B:8000
 #     TCPServerTunnel 3422 → 127.0.0.1:25545 (HTTP in A)
 #     UDPProxyTunnel 127.0.0.1:25600 → B:7007
@@ -21,6 +23,7 @@ require_root
 trap cleanup EXIT
 command -v wireguard-go >/dev/null || { echo "wireguard-go missing (scripts/setup.sh installs it)"; exit 1; }
 command -v curl >/dev/null || { echo "curl missing"; exit 1; }
+command -v openssl >/dev/null || { echo "openssl missing (scripts/setup.sh installs it)"; exit 1; }
 N=$WGNET_BIN/wg-netstack
 HEALTH=127.0.0.1:9093
 
@@ -48,8 +51,34 @@ configure "$NS_B" "$WG_B" "$TMP/b.key" 51821 "$(cat "$TMP/a.pub")" 198.18.0.1:51
   198.19.0.2 fd00:19::2 198.19.0.1 fd00:19::1
 mkdir -p "$TMP/www" "$TMP/local"
 echo "hello from B" >"$TMP/www/index.html"
+head -c 3000000 /dev/urandom >"$TMP/www/big.bin"
+# The HTTPS proxy's certificate: self-signed for 127.0.0.1, the client trusts it alone.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/proxy.key" -out "$TMP/proxy.crt" 2>"$TMP/openssl.log" ||
+  fail "openssl req: $(cat "$TMP/openssl.log")"
 echo "hello from A's side" >"$TMP/local/index.html"
 bg "$NS_B" http python3 -m http.server --bind 198.19.0.2 --directory "$TMP/www" 8000
+# B's HTTP/1.1 server: the sha256 of a PUT's body; GET and POST answer "kept"; a kept
+# connection idle for 0.5 s is closed (timeout), as origins close idle connections.
+bg "$NS_B" upload python3 -c '
+import hashlib, http.server
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 0.5
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"kept\n")
+    do_POST = do_GET
+    def do_PUT(self):
+        d = self.rfile.read(int(self.headers["Content-Length"]))
+        out = hashlib.sha256(d).hexdigest().encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+http.server.ThreadingHTTPServer(("198.19.0.2", 8002), H).serve_forever()'
 bg "$NS_A" local-http python3 -m http.server --bind 127.0.0.1 --directory "$TMP/local" 25545
 bg "$NS_B" udp-echo python3 -c '
 import socket
@@ -58,7 +87,7 @@ s.bind(("198.19.0.2", 7007))
 while True:
     d, a = s.recvfrom(65535)
     s.sendto(b"echo %d " % a[1] + d, a)'
-wait_listen "$NS_B" 198.19.0.2:8000 && wait_listen "$NS_A" 127.0.0.1:25545 || fail "servers"
+wait_listen "$NS_B" 198.19.0.2:8000 && wait_listen "$NS_B" 198.19.0.2:8002 && wait_listen "$NS_A" 127.0.0.1:25545 || fail "servers"
 
 # The WireGuard part, as a wg-quick file (for WGConfig) and inline.
 cat >"$TMP/wg0.conf" <<CONF
@@ -102,6 +131,11 @@ Password = \$WP_SOCKS_PASSWORD
 
 [http]
 BindAddress = 127.0.0.1:25345
+
+[http]
+BindAddress = 127.0.0.1:25346
+CertFile = $TMP/proxy.crt
+KeyFile = $TMP/proxy.key
 CONF
 }
 { cat "$TMP/wg0.conf"; echo; proxies; } >"$TMP/inline.conf"
@@ -112,6 +146,7 @@ chmod 600 "$TMP"/*.conf
 run_checks() {
   local what=$1 conf=$2 pid out
   ip netns exec "$NS_A" env WP_SOCKS_PASSWORD='s3cret;#x' "$N" -c "$conf" -i "$HEALTH" --log-level verbose \
+    --handshake-timeout 3 \
     >"$TMP/netstack-$what.log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
@@ -125,6 +160,56 @@ run_checks() {
   check "$what: [Socks5] refuses a wrong password ($out)" test "$out" = "rc 97"
   out=$(na curl -sS --max-time 20 -x http://127.0.0.1:25345 http://198.19.0.2:8000/index.html)
   check "$what: [http], a plain GET ($out)" test "$out" = "hello from B"
+  # Requests on one connection to the proxy, 1.5 s apart (its idle limit here: 3 s): the
+  # origin has closed the kept connection in between. The GET goes again on a new one; a
+  # POST (not idempotent) may have been acted on, so it gets 502 rather than a second try.
+  out=$(na timeout 30 python3 -c '
+import socket, time
+c = socket.create_connection(("127.0.0.1", 25345))
+c.settimeout(10)
+def ask(method):
+    c.sendall(("%s http://198.19.0.2:8002/k HTTP/1.1\r\nHost: 198.19.0.2:8002\r\nContent-Length: 0\r\n\r\n" % method).encode())
+    r = b""
+    while b"\r\n\r\n" not in r or not (r.endswith(b"kept\n") or b" 502 " in r):
+        d = c.recv(4096)
+        if not d:
+            break
+        r += d
+    return r.split(b" ")[1].decode() if r else "none"
+a = ask("GET"); time.sleep(1.5); b = ask("GET"); time.sleep(1.5); p = ask("POST")
+print(a, b, p)' 2>&1)
+  check "$what: [http] a GET after the origin closed the kept connection goes again, a POST gets 502 ($out)" \
+    test "$out" = "200 200 502"
+  wait_listen "$NS_A" 127.0.0.1:25346 || fail "$what: the HTTPS proxy does not listen"
+  local tls=(-x https://127.0.0.1:25346 --proxy-cacert "$TMP/proxy.crt")
+  out=$(na curl -sS --max-time 20 "${tls[@]}" http://198.19.0.2:8000/index.html http://198.19.0.2:8000/index.html 2>&1)
+  check "$what: [http] with CertFile/KeyFile: two GETs on one TLS connection to the proxy ($out)" \
+    test "$out" = "$(printf 'hello from B\nhello from B')"
+  out=$(na curl -sS --max-time 30 "${tls[@]}" --proxytunnel http://198.19.0.2:8000/big.bin 2>&1 | sha256sum | cut -d' ' -f1)
+  check "$what: [http] TLS: CONNECT, 3 MB down intact" test "$out" = "$(sha256sum <"$TMP/www/big.bin" | cut -d' ' -f1)"
+  out=$(na curl -sS --max-time 30 "${tls[@]}" -T "$TMP/www/big.bin" http://198.19.0.2:8002/upload 2>&1)
+  check "$what: [http] TLS: a 3 MB PUT reaches the origin intact" test "$out" = "$(sha256sum <"$TMP/www/big.bin" | cut -d' ' -f1)"
+  out=$(na curl -s --max-time 10 -x http://127.0.0.1:25346 http://198.19.0.2:8000/index.html; echo "rc $?")
+  check "$what: [http] TLS: a client speaking plain HTTP to it gets no page ($out)" eval "[[ '$out' != *hello* ]]"
+  # Half a ClientHello, then nothing: closed after --handshake-timeout (3 s), as a plain
+  # client that stops mid-request would be.
+  out=$(na timeout 20 python3 -c '
+import socket, time
+c = socket.create_connection(("127.0.0.1", 25346))
+c.sendall(bytes([22, 3, 1, 0, 200]))
+t = time.monotonic()
+c.settimeout(15)
+try:
+    r = c.recv(100)
+    print("closed" if r == b"" else "data", round(time.monotonic() - t))
+except ConnectionResetError:
+    print("closed", round(time.monotonic() - t))
+except socket.timeout:
+    print("open")')
+  check "$what: [http] TLS: half a ClientHello is closed after the handshake timeout ($out)" \
+    eval "[[ '$out' == 'closed 3' || '$out' == 'closed 4' ]]"
+  out=$(na curl -s --max-time 20 "${tls[@]}" http://198.19.0.2:8000/index.html)
+  check "$what: [http] TLS: still serving after that ($out)" test "$out" = "hello from B"
   for port in 25565 25566; do
     out=$(na curl -sS --max-time 20 "http://127.0.0.1:$port/index.html")
     check "$what: [TCPClientTunnel] 127.0.0.1:$port → 198.19.0.2:8000 ($out)" test "$out" = "hello from B"
@@ -164,6 +249,41 @@ run_checks inline "$TMP/inline.conf"
 run_checks wgconfig "$TMP/wgconfig.conf"
 check "the SOCKS5 password appears in no log" bash -c "! grep -qF 's3cret' '$TMP'/netstack-*.log"
 
+log "--- [Resolve] ResolveStrategy: the family a name is dialed on ---"
+# web.test has A 198.19.0.2 and AAAA fd00:19::2 (dns_server.py); B serves a different page
+# on each, so the page says which address was dialed. web6.test has AAAA only.
+mkdir -p "$TMP/www6"
+echo "hello from B over IPv6" >"$TMP/www6/index.html"
+bg "$NS_B" http6 python3 -m http.server --bind fd00:19::2 --directory "$TMP/www6" 8000
+bg "$NS_B" dns python3 "$(dirname "$0")/dns_server.py" "$TMP/dns-queries.log"
+wait_listen "$NS_B" "[fd00:19::2]:8000" || fail "the IPv6 server"
+eventually 100 eval "nb ss -lunH | grep -qF 198.19.0.2:53" || fail "the DNS server"
+for strategy in ipv4 ipv6 auto; do
+  { sed -e 's|^Address = .*|Address = 198.19.0.1/32, fd00:19::1/128\nDNS = 198.19.0.2|' \
+      -e 's|^AllowedIPs = .*|AllowedIPs = 198.19.0.2/32, fd00:19::2/128|' -e '/^CheckAlive/d' -e '/^PostUp/d' "$TMP/wg0.conf"
+    printf '\n[http]\nBindAddress = 127.0.0.1:25347\n\n[Resolve]\nResolveStrategy = %s\n' "$strategy"
+  } >"$TMP/resolve.conf"
+  chmod 600 "$TMP/resolve.conf"
+  bg "$NS_A" "resolve-$strategy" "$N" -c "$TMP/resolve.conf" --log-level verbose
+  rpid=${PIDS[-1]}
+  wait_listen "$NS_A" 127.0.0.1:25347 || fail "ResolveStrategy = $strategy: no listener"
+  web=$(na curl -sS --max-time 20 -x http://127.0.0.1:25347 http://web.test:8000/index.html 2>&1)
+  web6=$(na curl -s --max-time 20 -x http://127.0.0.1:25347 -o /dev/null -w '%{http_code}' http://web6.test:8000/index.html)
+  literal=$(na curl -sS --max-time 20 -x http://127.0.0.1:25347 "http://[fd00:19::2]:8000/index.html" 2>&1)
+  case $strategy in
+    ipv4) check "ResolveStrategy = ipv4: web.test dialed on 198.19.0.2 ($web)" test "$web" = "hello from B"
+          check "ResolveStrategy = ipv4: web6.test (AAAA only) is not found: 502 ($web6)" test "$web6" = "502" ;;
+    ipv6) check "ResolveStrategy = ipv6: web.test dialed on fd00:19::2 ($web)" test "$web" = "hello from B over IPv6"
+          check "ResolveStrategy = ipv6: web6.test ($web6)" test "$web6" = "200" ;;
+    auto) check "ResolveStrategy = auto: web.test dialed on an address of either family ($web)" \
+            eval "[[ '$web' == 'hello from B' || '$web' == 'hello from B over IPv6' ]]"
+          check "ResolveStrategy = auto: web6.test ($web6)" test "$web6" = "200" ;;
+  esac
+  check "ResolveStrategy = $strategy: an address literal is dialed whatever its family ($literal)" \
+    test "$literal" = "hello from B over IPv6"
+  kill "$rpid"; wait "$rpid" 2>/dev/null; forget_pid "$rpid"
+done
+
 log "--- -n and refusals ---"
 out=$(env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/inline.conf" 2>/dev/null); rc=$?
 check "-n on the wireproxy file: Config OK ($out, rc $rc)" test "$out" = "Config OK" -a "$rc" -eq 0
@@ -179,6 +299,11 @@ one_line_exit1 "-n with an unknown section" "section.conf: line [0-9]+: unknown 
 chmod 600 "$TMP"/*.conf
 one_line_exit1 "-n with a key twice in a section" "twice.conf: line [0-9]+: .*BindAddress" \
   env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/twice.conf"
+
+grep -v PostUp "$TMP/inline.conf" | sed -e "s|^KeyFile = .*|KeyFile = $TMP/none.key|" >"$TMP/nokey.conf"
+chmod 600 "$TMP/nokey.conf"
+one_line_exit1 "-n with a KeyFile that does not exist" "KeyFile $TMP/none.key: " \
+  env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/nokey.conf"
 
 log "--- [STDIOTunnel], as ssh's ProxyCommand uses it ---"
 # B: a server that greets as sshd would, answers one line, and closes.
