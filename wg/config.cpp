@@ -17,15 +17,7 @@
 
 namespace wg {
 
-ConfigError::ConfigError(size_t line, const std::string& message)
-    : std::runtime_error(fmt::format("line {}: {}", line, message)), line_(line) {}
-
-namespace {
-
-constexpr uint32_t kMinMtu = 576;
-constexpr uint32_t kMaxMtu = 65535;
-
-std::string_view trim(std::string_view s) {
+std::string_view trim_blanks(std::string_view s) {
   constexpr std::string_view kSpace = " \t\r\f\v";
   auto b = s.find_first_not_of(kSpace);
   if (b == std::string_view::npos) return {};
@@ -33,7 +25,7 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b + 1);
 }
 
-bool iequals(std::string_view a, std::string_view b) {
+bool ascii_iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     auto la = a[i] >= 'A' && a[i] <= 'Z' ? a[i] - 'A' + 'a' : a[i];
@@ -42,6 +34,15 @@ bool iequals(std::string_view a, std::string_view b) {
   }
   return true;
 }
+
+ConfigError::ConfigError(size_t line, const std::string& message)
+    : std::runtime_error(fmt::format("line {}: {}", line, message)), line_(line) {}
+
+namespace {
+
+constexpr uint32_t kMinMtu = 576;
+constexpr uint32_t kMaxMtu = 65535;
+
 
 // Whole-string unsigned number in the given base; nullopt on anything else or overflow.
 std::optional<uint64_t> parse_uint(std::string_view s, int base = 10) {
@@ -56,7 +57,7 @@ template <class F>
 void for_each_item(std::string_view list, F&& f) {
   while (!list.empty()) {
     auto comma = list.find(',');
-    auto item = trim(list.substr(0, comma));
+    auto item = trim_blanks(list.substr(0, comma));
     if (!item.empty()) f(item);
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
@@ -127,17 +128,17 @@ private:
   [[noreturn]] void fail(const std::string& message) const { throw ConfigError(line_, message); }
 
   void consume_line(std::string_view line) {
-    line = trim(line.substr(0, line.find('#')));
+    line = trim_blanks(line.substr(0, line.find('#')));
     if (line.empty()) return;
     if (line.front() == '[') {
       if (line.back() != ']') fail("malformed section header");
-      begin_section(trim(line.substr(1, line.size() - 2)));
+      begin_section(trim_blanks(line.substr(1, line.size() - 2)));
       return;
     }
     auto eq = line.find('=');
     if (eq == std::string_view::npos) fail("expected 'Key = Value'");
-    auto key = trim(line.substr(0, eq));
-    auto value = trim(line.substr(eq + 1));
+    auto key = trim_blanks(line.substr(0, eq));
+    auto value = trim_blanks(line.substr(eq + 1));
     if (key.empty()) fail("missing key before '='");
     switch (section_) {
       case Section::none: fail("key outside of a section");
@@ -150,12 +151,12 @@ private:
     end_section();
     section_line_ = line_;
     seen_.clear();
-    if (iequals(name, "Interface")) {
+    if (ascii_iequals(name, "Interface")) {
       if (interface_line_ != 0)
         fail(fmt::format("second [Interface] section (first at line {})", interface_line_));
       interface_line_ = line_;
       section_ = Section::interface;
-    } else if (iequals(name, "Peer")) {
+    } else if (ascii_iequals(name, "Peer")) {
       config_.peers.emplace_back();
       peer_has_key_ = false;
       section_ = Section::peer;
@@ -193,31 +194,31 @@ private:
 
   void interface_key(std::string_view key, std::string_view value) {
     auto& iface = config_.iface;
-    if (iequals(key, "PrivateKey")) {
+    if (ascii_iequals(key, "PrivateKey")) {
       once("PrivateKey");
       iface.private_key = parse_key<PrivateKey>("PrivateKey", value);
-    } else if (iequals(key, "ListenPort")) {
+    } else if (ascii_iequals(key, "ListenPort")) {
       once("ListenPort");
       auto v = parse_uint(value);
       if (!v || *v > 65535) fail(fmt::format("invalid ListenPort '{}' (0-65535)", value));
       iface.listen_port = static_cast<uint16_t>(*v);
-    } else if (iequals(key, "FwMark")) {
+    } else if (ascii_iequals(key, "FwMark")) {
       once("FwMark");
       iface.fwmark = parse_fwmark(value);
-    } else if (iequals(key, "MTU")) {
+    } else if (ascii_iequals(key, "MTU")) {
       once("MTU");
       auto v = parse_uint(value);
       if (!v) fail(fmt::format("invalid MTU '{}'", value));
       if (*v < kMinMtu || *v > kMaxMtu)
         fail(fmt::format("MTU {} out of range ({}-{})", *v, kMinMtu, kMaxMtu));
       iface.mtu = static_cast<uint32_t>(*v);
-    } else if (iequals(key, "Address")) {
+    } else if (ascii_iequals(key, "Address")) {
       for_each_item(value, [&](std::string_view item) {
         auto p = IpPrefix::parse(item);
         if (!p) fail(fmt::format("invalid Address '{}'", item));
         iface.addresses.push_back(*p);
       });
-    } else if (iequals(key, "DNS")) {
+    } else if (ascii_iequals(key, "DNS")) {
       for_each_item(value, [&](std::string_view item) {
         if (auto a = IpAddress::parse(item)) iface.dns_servers.push_back(*a);
         else if (is_search_domain(item)) iface.dns_search.emplace_back(item);
@@ -234,31 +235,31 @@ private:
 
   void peer_key(std::string_view key, std::string_view value) {
     auto& peer = config_.peers.back();
-    if (iequals(key, "PublicKey")) {
+    if (ascii_iequals(key, "PublicKey")) {
       once("PublicKey");
       peer.public_key = parse_key<PublicKey>("PublicKey", value);
       auto [it, fresh] = peer_lines_.try_emplace(peer.public_key, section_line_);
       if (!fresh)
         fail(fmt::format("duplicate PublicKey: same peer as the [Peer] at line {}", it->second));
       peer_has_key_ = true;
-    } else if (iequals(key, "PresharedKey")) {
+    } else if (ascii_iequals(key, "PresharedKey")) {
       once("PresharedKey");
       peer.preshared_key = parse_key<PresharedKey>("PresharedKey", value);
-    } else if (iequals(key, "Endpoint")) {
+    } else if (ascii_iequals(key, "Endpoint")) {
       once("Endpoint");
       require_value("Endpoint", value);
       if (auto why = endpoint_problem(value); !why.empty())
         fail(fmt::format("invalid Endpoint '{}': {}", value, why));
       peer.endpoint = std::string(value);
-    } else if (iequals(key, "AllowedIPs")) {
+    } else if (ascii_iequals(key, "AllowedIPs")) {
       for_each_item(value, [&](std::string_view item) {
         auto p = IpPrefix::parse(item);
         if (!p) fail(fmt::format("invalid AllowedIPs entry '{}'", item));
         peer.allowed_ips.push_back(p->masked());
       });
-    } else if (iequals(key, "PersistentKeepalive")) {
+    } else if (ascii_iequals(key, "PersistentKeepalive")) {
       once("PersistentKeepalive");
-      if (iequals(value, "off")) {
+      if (ascii_iequals(value, "off")) {
         peer.persistent_keepalive = 0;
         return;
       }
@@ -273,7 +274,7 @@ private:
 
   // Decimal, 0x-prefixed hex, or "off" (stored as 0), like wg(8).
   uint32_t parse_fwmark(std::string_view value) const {
-    if (iequals(value, "off")) return 0;
+    if (ascii_iequals(value, "off")) return 0;
     std::optional<uint64_t> v;
     if (value.size() > 2 && value[0] == '0' && (value[1] == 'x' || value[1] == 'X'))
       v = parse_uint(value.substr(2), 16);
@@ -286,7 +287,7 @@ private:
 
   static std::optional<std::string> wg_quick_key(std::string_view key) {
     for (std::string_view name : {"Table", "PreUp", "PostUp", "PreDown", "PostDown", "SaveConfig"})
-      if (iequals(key, name)) return std::string(name);
+      if (ascii_iequals(key, name)) return std::string(name);
     return std::nullopt;
   }
 

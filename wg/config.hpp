@@ -66,6 +66,12 @@ Config parse_config(std::string_view text);
 // The buffer that held the file is wiped before returning.
 Config load_config(const std::string& path);
 
+// The syntax both config readers share (this one and wg-netstack's wireproxy reader):
+// blanks (space, tab, CR, FF, VT) trimmed from both ends, and names compared without
+// regard to ASCII case.
+std::string_view trim_blanks(std::string_view s);
+bool ascii_iequals(std::string_view a, std::string_view b);
+
 // True when a file mode (st_mode) lets group or others read or write the file.
 constexpr bool config_mode_is_loose(uint32_t mode) { return (mode & 0066) != 0; }
 

@@ -55,22 +55,8 @@ namespace {
 
 constexpr size_t kMaxFileSize = 1 << 20;
 
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\r\f\v";
-  auto b = s.find_first_not_of(kSpace);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto la = a[i] >= 'A' && a[i] <= 'Z' ? a[i] - 'A' + 'a' : a[i];
-    auto lb = b[i] >= 'A' && b[i] <= 'Z' ? b[i] - 'A' + 'a' : b[i];
-    if (la != lb) return false;
-  }
-  return true;
-}
+using wg::ascii_iequals;
+using wg::trim_blanks;
 
 std::optional<uint64_t> parse_uint(std::string_view s) {
   uint64_t v = 0;
@@ -118,7 +104,7 @@ std::string listen_problem(const std::string& value, ListenAddress& out) {
   uint16_t port = 0;
   if (!split_host_port(value, host, port)) return "expected ADDR:PORT or [IPv6]:PORT";
   std::optional<wg::IpAddress> ip;
-  if (iequals(host, "localhost")) ip = wg::IpAddress::parse("127.0.0.1");
+  if (ascii_iequals(host, "localhost")) ip = wg::IpAddress::parse("127.0.0.1");
   else ip = wg::IpAddress::parse(host);
   if (!ip) return "not an IP address or localhost";
   if ((value.front() == '[') != ip->is_v6()) return "only IPv6 addresses go inside [ ]";
@@ -146,7 +132,7 @@ constexpr SectionName kSections[] = {
 // commands, where ';' and '$' mean something) and reported as ignored.
 std::optional<std::string_view> wg_quick_key(std::string_view key) {
   for (std::string_view k : {"Table", "PreUp", "PostUp", "PreDown", "PostDown", "SaveConfig"})
-    if (iequals(key, k)) return k;
+    if (ascii_iequals(key, k)) return k;
   return std::nullopt;
 }
 
@@ -160,14 +146,14 @@ std::optional<std::string> ini_value(std::string_view raw, std::string& why) {
       why = fmt::format("no closing {} (values cannot span lines)", q);
       return std::nullopt;
     }
-    auto rest = trim(raw.substr(close + q.size()));
+    auto rest = trim_blanks(raw.substr(close + q.size()));
     if (!rest.empty() && rest.front() != '#' && rest.front() != ';') {
       why = fmt::format("text after the closing {}", q);
       return std::nullopt;
     }
     return std::string(raw.substr(q.size(), close - q.size()));
   }
-  auto v = trim(raw.substr(0, raw.find_first_of("#;")));
+  auto v = trim_blanks(raw.substr(0, raw.find_first_of("#;")));
   if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front() &&
       v.find(v.front(), 1) == v.size() - 1)
     v = v.substr(1, v.size() - 2);
@@ -257,21 +243,21 @@ private:
   [[noreturn]] void fail(const std::string& message) const { fail_at(line_, message); }
 
   void consume_line(std::string_view raw) {
-    auto line = trim(raw);
+    auto line = trim_blanks(raw);
     if (line.empty() || line.front() == '#' || line.front() == ';') return;
     if (line.front() == '[') {
       auto close = line.find(']');
-      auto rest = close == std::string_view::npos ? std::string_view{} : trim(line.substr(close + 1));
+      auto rest = close == std::string_view::npos ? std::string_view{} : trim_blanks(line.substr(close + 1));
       if (close == std::string_view::npos || (!rest.empty() && rest.front() != '#' && rest.front() != ';'))
         fail("malformed section header");
-      begin_section(trim(line.substr(1, close - 1)));
+      begin_section(trim_blanks(line.substr(1, close - 1)));
       return;
     }
     auto eq = line.find('=');
     if (eq == std::string_view::npos) fail("expected 'Key = Value'");
-    auto key = trim(line.substr(0, eq));
+    auto key = trim_blanks(line.substr(0, eq));
     if (key.empty()) fail("missing key before '='");
-    auto raw_value = trim(line.substr(eq + 1));
+    auto raw_value = trim_blanks(line.substr(eq + 1));
     switch (section_) {
       case Section::none: return top_level_key(key, raw_value);
       case Section::interface:
@@ -285,7 +271,7 @@ private:
     section_line_ = line_;
     seen_.clear();
     for (auto& s : kSections) {
-      if (!iequals(name, s.name)) continue;
+      if (!ascii_iequals(name, s.name)) continue;
       bool wg_section = s.section == Section::interface || s.section == Section::peer;
       if (!wg_section && wg_file_)
         fail(fmt::format("[{}] belongs in the wireproxy file, not in a WGConfig file", name));
@@ -379,7 +365,7 @@ private:
   }
 
   void top_level_key(std::string_view key, std::string_view raw) {
-    if (wg_file_ || !iequals(key, "WGConfig"))
+    if (wg_file_ || !ascii_iequals(key, "WGConfig"))
       fail(fmt::format("key '{}' outside of a section{}", key,
                        wg_file_ ? "" : " (only WGConfig may come before the first section)"));
     if (wg_config_line_ != 0) fail(fmt::format("duplicate WGConfig (first at line {})", wg_config_line_));
@@ -397,12 +383,12 @@ private:
       warnings_.push_back(fmt::format("{}: line {}: {} is a wg-quick key and is ignored", path_, line_, *hook));
       return;
     }
-    if (section_ == Section::interface && iequals(key, "CheckAlive")) {
+    if (section_ == Section::interface && ascii_iequals(key, "CheckAlive")) {
       auto value = value_of("CheckAlive", raw);
       std::string_view list = value;
       while (!list.empty()) {
         auto comma = list.find(',');
-        auto item = trim(list.substr(0, comma));
+        auto item = trim_blanks(list.substr(0, comma));
         if (!item.empty()) {
           auto a = wg::IpAddress::parse(item);
           if (!a) fail(fmt::format("invalid CheckAlive entry '{}' (IP addresses only)", item));
@@ -413,7 +399,7 @@ private:
       }
       return;
     }
-    if (section_ == Section::interface && iequals(key, "CheckAliveInterval")) {
+    if (section_ == Section::interface && ascii_iequals(key, "CheckAliveInterval")) {
       once("CheckAliveInterval");
       auto value = value_of("CheckAliveInterval", raw);
       auto v = parse_uint(value);
@@ -423,9 +409,9 @@ private:
       interval_line_ = line_;
       return;
     }
-    bool secret = iequals(key, "PrivateKey") || iequals(key, "PresharedKey");
+    bool secret = ascii_iequals(key, "PrivateKey") || ascii_iequals(key, "PresharedKey");
     std::string env_name;
-    auto value = value_of(secret ? (iequals(key, "PrivateKey") ? "PrivateKey" : "PresharedKey") : key, raw, &env_name);
+    auto value = value_of(secret ? (ascii_iequals(key, "PrivateKey") ? "PrivateKey" : "PresharedKey") : key, raw, &env_name);
     WipeOnExit wipe{value};
     if (secret && env_name.empty()) secrets_in_file_ = true;
     // The value stands on its line in the text for wg::parse_config: a '\n' would start
@@ -472,7 +458,7 @@ private:
   // Matches key against the section's keys; the canonical name, or fails.
   std::string_view match(std::string_view key, std::initializer_list<std::string_view> keys, std::string_view section) {
     for (auto k : keys)
-      if (iequals(key, k)) {
+      if (ascii_iequals(key, k)) {
         once(k);
         return k;
       }
@@ -542,9 +528,9 @@ private:
         if (resolve_line_ != 0) fail(fmt::format("duplicate ResolveStrategy (first at line {})", resolve_line_));
         resolve_line_ = line_;
         auto value = value_of("ResolveStrategy", raw);
-        if (iequals(value, "auto")) out_.resolve = ResolveStrategy::automatic;
-        else if (iequals(value, "ipv4")) out_.resolve = ResolveStrategy::ipv4;
-        else if (iequals(value, "ipv6")) out_.resolve = ResolveStrategy::ipv6;
+        if (ascii_iequals(value, "auto")) out_.resolve = ResolveStrategy::automatic;
+        else if (ascii_iequals(value, "ipv4")) out_.resolve = ResolveStrategy::ipv4;
+        else if (ascii_iequals(value, "ipv6")) out_.resolve = ResolveStrategy::ipv6;
         else fail(fmt::format("invalid ResolveStrategy '{}' (auto, ipv4 or ipv6)", value));
         break;
       }
