@@ -88,6 +88,7 @@ StackImpl::StackImpl(const StackOptions& o)
 }
 
 StackImpl::~StackImpl() {
+  alive.reset();  // cancellation handlers still held by callers post nothing from now on
   close();
   call([this] {
     timer_.cancel();

@@ -8,6 +8,15 @@
 // Async operations take Asio completion tokens (callbacks, use_awaitable, use_future,
 // deferred); blocking helpers exist for simple programs and must not be called from the
 // Stack's thread.
+//
+// Every asynchronous operation honours the cancellation slot associated with its
+// handler (terminal, partial and total alike): `co_await (s.async_read_some(b) ||
+// timer.async_wait())`, experimental::make_parallel_group, bind_cancellation_slot, and
+// Beast's algorithms under `||` all work. A cancelled read, write, wait, accept or UDP
+// receive completes with operation_aborted having transferred nothing, and its stream,
+// listener or socket stays usable; a cancelled dial, ping or lookup is abandoned. A
+// signal may be emitted from any thread, and after the operation has completed (then it
+// does nothing); it must not race the Stack's destruction.
 #pragma once
 
 #include <boost/asio/any_completion_handler.hpp>

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
@@ -91,6 +93,8 @@ public:
   std::function<void(tun::Event)> event_handler;
 
   uint16_t next_port = 0;  // where bind_local_port tries first
+  // Expires with the Stack: a cancellation handler that runs after it posts nothing.
+  std::shared_ptr<int> alive = std::make_shared<int>(0);
 
 private:
   static err_t netif_init(netif* n);
@@ -122,17 +126,42 @@ private:
   bool in_scheduled_ = false;
 };
 
+// Per-operation cancellation through the handler's associated cancellation slot (Asio's
+// `||`, parallel_group, cancel_after, bind_cancellation_slot). Called on the initiating
+// thread, before the handler moves to the Stack's thread: if the slot is connected, it
+// gets a handler that, for a terminal, partial or total cancellation, posts `cancel` to
+// the Stack's thread. The signal may be emitted from any thread and after the operation
+// completed (or another took its place): `cancel` finds out whether its operation is
+// still pending (the operations' generation numbers), and does nothing if not. Every
+// operation here supports all three types: a cancelled read, write, wait, accept or
+// receive has transferred nothing and leaves its object usable; a cancelled dial, ping
+// or resolve is abandoned.
+template <class Handler, class F>
+void on_cancel(StackImpl& s, Handler& h, F cancel) {
+  auto slot = asio::get_associated_cancellation_slot(h);
+  if (!slot.is_connected()) return;
+  slot.assign([alive = std::weak_ptr<int>(s.alive), io = &s.io_, cancel = std::move(cancel)](asio::cancellation_type t) {
+    using T = asio::cancellation_type;
+    if ((t & (T::terminal | T::partial | T::total)) == T::none) return;
+    if (alive.lock()) asio::post(*io, cancel);
+  });
+}
+
 // --- TCP (tcp.cpp) ---
 struct TcpConn : std::enable_shared_from_this<TcpConn> {
   explicit TcpConn(StackImpl& s) : s(s), connect_timer(s.io_) {}
   ~TcpConn();
 
   void attach(tcp_pcb* p);  // installs the callbacks; takes the self-reference
-  void start_read(asio::mutable_buffer b, ReadHandler h);
-  void start_wait(WaitHandler h);
+  // gen: the operation's number (next_gen), for its cancellation (on_cancel).
+  void start_read(asio::mutable_buffer b, ReadHandler h, uint64_t gen);
+  void start_wait(WaitHandler h, uint64_t gen);
   bool readable() const { return !rx.empty() || rx_eof || error; }
-  void start_write(asio::const_buffer b, ReadHandler h);
+  void start_write(asio::const_buffer b, ReadHandler h, uint64_t gen);
   void try_write();
+  void cancel_read(uint64_t gen);   // the read or wait numbered gen, if pending
+  void cancel_write(uint64_t gen);  // the write numbered gen, if pending
+  void cancel_connect();            // the dial, if pending or not yet started
   void fail(error_code ec);     // pcb gone: complete everything with ec
   void close(bool abort);       // local close
 
@@ -160,7 +189,10 @@ struct TcpConn : std::enable_shared_from_this<TcpConn> {
   bool connecting = false;
   bool local_abort = false;
   bool timed_out = false;
+  bool dial_cancelled = false;  // cancelled before the dial reached the Stack's thread
   Endpoint local, remote;
+  std::atomic<uint64_t> next_gen{0};  // any thread
+  uint64_t read_gen = 0, write_gen = 0;
 };
 
 struct TcpListen : std::enable_shared_from_this<TcpListen> {
@@ -168,6 +200,7 @@ struct TcpListen : std::enable_shared_from_this<TcpListen> {
   ~TcpListen();
   void close();
   static err_t on_accept(void* arg, tcp_pcb* newpcb, err_t err);
+  void cancel_accept(uint64_t gen);
 
   StackImpl& s;
   tcp_pcb* pcb = nullptr;
@@ -175,6 +208,8 @@ struct TcpListen : std::enable_shared_from_this<TcpListen> {
   std::deque<std::shared_ptr<TcpConn>> pending;
   asio::any_completion_handler<void(error_code, TcpStream)> accept_h;
   Endpoint local;
+  std::atomic<uint64_t> next_gen{0};  // any thread
+  uint64_t accept_gen = 0;
 };
 
 // --- UDP (udp.cpp) ---
@@ -183,6 +218,7 @@ struct UdpConn : std::enable_shared_from_this<UdpConn> {
   ~UdpConn();
   void close();
   static void on_recv(void* arg, udp_pcb* pcb, pbuf* p, const ip_addr_t* addr, u16_t port);
+  void cancel_recv(uint64_t gen);
 
   StackImpl& s;
   udp_pcb* pcb = nullptr;
@@ -196,6 +232,8 @@ struct UdpConn : std::enable_shared_from_this<UdpConn> {
   Endpoint* recv_from = nullptr;
   Endpoint local;
   bool connected = false;
+  std::atomic<uint64_t> next_gen{0};  // any thread
+  uint64_t recv_gen = 0;
 };
 
 }  // namespace netstack::detail

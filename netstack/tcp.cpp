@@ -50,7 +50,7 @@ void TcpConn::attach(tcp_pcb* p) {
 }
 
 // Reads hand bytes to the application first, then open the window by as much.
-void TcpConn::start_read(asio::mutable_buffer b, ReadHandler h) {
+void TcpConn::start_read(asio::mutable_buffer b, ReadHandler h, uint64_t gen) {
   if (read_h || wait_h) {
     complete(s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
     return;
@@ -95,10 +95,11 @@ void TcpConn::start_read(asio::mutable_buffer b, ReadHandler h) {
     return;
   }
   read_buf = b;
+  read_gen = gen;
   read_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
 }
 
-void TcpConn::start_wait(WaitHandler h) {
+void TcpConn::start_wait(WaitHandler h, uint64_t gen) {
   if (read_h || wait_h) {
     complete(s.executor(), std::move(h), error_code(asio::error::in_progress));
     return;
@@ -109,7 +110,40 @@ void TcpConn::start_wait(WaitHandler h) {
     complete(s.executor(), std::move(h), closed ? error_code(asio::error::operation_aborted) : error_code{});
     return;
   }
+  read_gen = gen;
   wait_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+}
+
+void TcpConn::cancel_read(uint64_t gen) {
+  if (gen != read_gen) return;
+  if (read_h) {
+    auto h = std::move(read_h);
+    read_h = nullptr;
+    complete(s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
+  }
+  if (wait_h) {
+    auto h = std::move(wait_h);
+    wait_h = nullptr;
+    complete(s.executor(), std::move(h), error_code(asio::error::operation_aborted));
+  }
+}
+
+// A pending write has handed lwIP nothing yet (try_write completes as soon as it has).
+void TcpConn::cancel_write(uint64_t gen) {
+  if (gen != write_gen || !write_h) return;
+  auto h = std::move(write_h);
+  write_h = nullptr;
+  complete(s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
+}
+
+void TcpConn::cancel_connect() {
+  if (!connect_h) {
+    dial_cancelled = true;  // not yet started (or done: then it is never read)
+    return;
+  }
+  if (!connecting || !pcb) return;
+  local_abort = true;
+  close(true);  // fail() completes connect_h with operation_aborted
 }
 
 err_t TcpConn::on_recv(void* arg, tcp_pcb*, pbuf* p, err_t) {
@@ -128,14 +162,14 @@ err_t TcpConn::on_recv(void* arg, tcp_pcb*, pbuf* p, err_t) {
   if (c->read_h) {
     auto h = std::move(c->read_h);
     c->read_h = nullptr;
-    c->start_read(c->read_buf, std::move(h));
+    c->start_read(c->read_buf, std::move(h), c->read_gen);
   }
   return ERR_OK;
 }
 
 // Writes complete once lwIP has copied the bytes into its send buffer: when that buffer
 // is full the write waits for ACKs (on_sent), so a slow peer slows the writer.
-void TcpConn::start_write(asio::const_buffer b, ReadHandler h) {
+void TcpConn::start_write(asio::const_buffer b, ReadHandler h, uint64_t gen) {
   if (write_h) {
     complete(s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
     return;
@@ -149,6 +183,7 @@ void TcpConn::start_write(asio::const_buffer b, ReadHandler h) {
     return;
   }
   write_buf = b;
+  write_gen = gen;
   write_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
   try_write();
 }
@@ -210,7 +245,7 @@ void TcpConn::fail(error_code ec) {
     auto h = std::move(read_h);
     read_h = nullptr;
     // Bytes already received are still delivered before the error.
-    start_read(read_buf, std::move(h));
+    start_read(read_buf, std::move(h), read_gen);
   }
   if (wait_h) {
     auto h = std::move(wait_h);
@@ -281,6 +316,13 @@ void TcpListen::close() {
   }
 }
 
+void TcpListen::cancel_accept(uint64_t gen) {
+  if (gen != accept_gen || !accept_h) return;
+  auto h = std::move(accept_h);
+  accept_h = nullptr;
+  complete(s.executor(), std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
+}
+
 err_t TcpListen::on_accept(void* arg, tcp_pcb* newpcb, err_t err) {
   auto* l = static_cast<TcpListen*>(arg);
   if (!l || err != ERR_OK || !newpcb) return ERR_VAL;
@@ -345,7 +387,11 @@ void TcpStream::read_impl(asio::mutable_buffer b, asio::any_completion_handler<v
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
     return;
   }
-  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h)]() mutable { c->start_read(b, std::move(h)); });
+  const uint64_t gen = ++conn_->next_gen;
+  detail::on_cancel(conn_->s, h, [w = std::weak_ptr<detail::TcpConn>(conn_), gen] {
+    if (auto c = w.lock()) c->cancel_read(gen);
+  });
+  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h), gen]() mutable { c->start_read(b, std::move(h), gen); });
 }
 
 void TcpStream::write_impl(asio::const_buffer b, asio::any_completion_handler<void(error_code, size_t)> h) {
@@ -353,7 +399,11 @@ void TcpStream::write_impl(asio::const_buffer b, asio::any_completion_handler<vo
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
     return;
   }
-  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h)]() mutable { c->start_write(b, std::move(h)); });
+  const uint64_t gen = ++conn_->next_gen;
+  detail::on_cancel(conn_->s, h, [w = std::weak_ptr<detail::TcpConn>(conn_), gen] {
+    if (auto c = w.lock()) c->cancel_write(gen);
+  });
+  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h), gen]() mutable { c->start_write(b, std::move(h), gen); });
 }
 
 void TcpStream::wait_impl(asio::any_completion_handler<void(error_code)> h) {
@@ -361,7 +411,11 @@ void TcpStream::wait_impl(asio::any_completion_handler<void(error_code)> h) {
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor));
     return;
   }
-  asio::dispatch(conn_->s.io_, [c = conn_, h = std::move(h)]() mutable { c->start_wait(std::move(h)); });
+  const uint64_t gen = ++conn_->next_gen;
+  detail::on_cancel(conn_->s, h, [w = std::weak_ptr<detail::TcpConn>(conn_), gen] {
+    if (auto c = w.lock()) c->cancel_read(gen);
+  });
+  asio::dispatch(conn_->s.io_, [c = conn_, h = std::move(h), gen]() mutable { c->start_wait(std::move(h), gen); });
 }
 
 void TcpStream::shutdown_send() {
@@ -429,7 +483,11 @@ void TcpListener::accept_impl(asio::any_completion_handler<void(error_code, TcpS
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), TcpStream{});
     return;
   }
-  asio::dispatch(l_->s.io_, [l = l_, h = std::move(h)]() mutable {
+  const uint64_t gen = ++l_->next_gen;
+  detail::on_cancel(l_->s, h, [w = std::weak_ptr<detail::TcpListen>(l_), gen] {
+    if (auto l = w.lock()) l->cancel_accept(gen);
+  });
+  asio::dispatch(l_->s.io_, [l = l_, h = std::move(h), gen]() mutable {
     if (!l->pcb) {
       detail::complete(l->s.executor(), std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
     } else if (!l->pending.empty()) {
@@ -439,6 +497,7 @@ void TcpListener::accept_impl(asio::any_completion_handler<void(error_code, TcpS
     } else if (l->accept_h) {
       detail::complete(l->s.executor(), std::move(h), error_code(asio::error::in_progress), TcpStream{});
     } else {
+      l->accept_gen = gen;
       l->accept_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
     }
   });
@@ -457,7 +516,15 @@ TcpStream TcpListener::accept(error_code& ec) {
 
 void Stack::dial_tcp_impl(Endpoint to, asio::any_completion_handler<void(error_code, TcpStream)> h) {
   auto* s = impl_.get();
-  asio::dispatch(s->io_, [s, to, h = std::move(h)]() mutable {
+  auto c = std::make_shared<detail::TcpConn>(*s);
+  detail::on_cancel(*s, h, [w = std::weak_ptr<detail::TcpConn>(c)] {
+    if (auto c = w.lock()) c->cancel_connect();
+  });
+  asio::dispatch(s->io_, [s, c, to, h = std::move(h)]() mutable {
+    if (c->dial_cancelled) {
+      detail::complete(s->executor(), std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
+      return;
+    }
     if (to.addr.family == 0 || to.port == 0) {
       detail::complete(s->executor(), std::move(h), error_code(asio::error::invalid_argument), TcpStream{});
       return;
@@ -481,7 +548,6 @@ void Stack::dial_tcp_impl(Endpoint to, asio::any_completion_handler<void(error_c
                        make_error_code(boost::system::errc::address_not_available), TcpStream{});
       return;
     }
-    auto c = std::make_shared<detail::TcpConn>(*s);
     c->attach(pcb);
     c->remote = to;
     c->connecting = true;

@@ -57,6 +57,13 @@ void UdpConn::on_recv(void* arg, udp_pcb*, pbuf* p, const ip_addr_t* addr, u16_t
   u->queue.push_back({from, std::move(data)});
 }
 
+void UdpConn::cancel_recv(uint64_t gen) {
+  if (gen != recv_gen || !recv_h) return;
+  auto h = std::move(recv_h);
+  recv_h = nullptr;
+  complete(s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
+}
+
 namespace {
 
 std::shared_ptr<UdpConn> open_udp(StackImpl& s, const Endpoint& local, const Endpoint* remote, error_code& ec) {
@@ -136,7 +143,11 @@ void UdpSocket::receive_impl(asio::mutable_buffer b, Endpoint* from,
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
     return;
   }
-  asio::dispatch(u_->s.io_, [u = u_, b, from, h = std::move(h)]() mutable {
+  const uint64_t gen = ++u_->next_gen;
+  detail::on_cancel(u_->s, h, [w = std::weak_ptr<detail::UdpConn>(u_), gen] {
+    if (auto u = w.lock()) u->cancel_recv(gen);
+  });
+  asio::dispatch(u_->s.io_, [u = u_, b, from, h = std::move(h), gen]() mutable {
     if (!u->pcb) return detail::complete(u->s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
     if (u->recv_h) return detail::complete(u->s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
     if (!u->queue.empty()) {
@@ -149,6 +160,7 @@ void UdpSocket::receive_impl(asio::mutable_buffer b, Endpoint* from,
     }
     u->recv_buf = b;
     u->recv_from = from;
+    u->recv_gen = gen;
     u->recv_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
   });
 }
@@ -189,7 +201,13 @@ struct PingOp : std::enable_shared_from_this<PingOp> {
   std::shared_ptr<PingOp> self;
   uint16_t id = 0, seq = 0;
   bool v6 = false;
+  bool cancelled = false;  // before the ping reached the Stack's thread
   std::chrono::steady_clock::time_point sent;
+
+  void cancel() {
+    if (h) finish(asio::error::operation_aborted, {});
+    else cancelled = true;
+  }
 
   void finish(error_code ec, std::chrono::nanoseconds rtt) {
     if (!h) return;
@@ -231,11 +249,15 @@ struct PingOp : std::enable_shared_from_this<PingOp> {
 void Stack::ping_impl(wg::IpAddress to, std::chrono::milliseconds timeout,
                       asio::any_completion_handler<void(error_code, std::chrono::nanoseconds)> h) {
   auto* s = impl_.get();
-  asio::dispatch(s->io_, [s, to, timeout, h = std::move(h)]() mutable {
+  auto op = std::make_shared<PingOp>(*s);
+  detail::on_cancel(*s, h, [w = std::weak_ptr<PingOp>(op)] {
+    if (auto op = w.lock()) op->cancel();
+  });
+  asio::dispatch(s->io_, [s, op, to, timeout, h = std::move(h)]() mutable {
     using std::chrono::nanoseconds;
+    if (op->cancelled) return detail::complete(s->executor(), std::move(h), error_code(asio::error::operation_aborted), nanoseconds{});
     if (to.family == 0) return detail::complete(s->executor(), std::move(h), error_code(asio::error::invalid_argument), nanoseconds{});
     if (!s->routable(to)) return detail::complete(s->executor(), std::move(h), error_code(asio::error::host_unreachable), nanoseconds{});
-    auto op = std::make_shared<PingOp>(*s);
     op->v6 = to.is_v6();
     op->pcb = op->v6 ? raw_new_ip_type(IPADDR_TYPE_V6, IP6_NEXTH_ICMP6) : raw_new_ip_type(IPADDR_TYPE_V4, IP_PROTO_ICMP);
     if (!op->pcb) return detail::complete(s->executor(), std::move(h), error_code(asio::error::no_memory), nanoseconds{});

@@ -153,6 +153,9 @@ Harness::Harness() {
   auto p = device->add_peer(wg::crypto::public_key(peer_key));
   device->add_allowed_ip(*p, *wg::IpPrefix::parse("198.19.0.2/32"));
   device->add_allowed_ip(*p, *wg::IpPrefix::parse("fd00:19::2/128"));
+  // A silent host: routed to the peer, whose Stack does not have the address and drops
+  // what is sent to it (kSilent4 in harness.hpp).
+  device->add_allowed_ip(*p, *wg::IpPrefix::parse("198.19.0.3/32"));
   REQUIRE(!device->up());
   stack->set_route_check([d = device.get()](const wg::IpAddress& a) { return d->routable(a); });
   peer = std::make_unique<PeerProcess>(peer_key, wg::crypto::public_key(key), device->listen_port());

@@ -46,6 +46,9 @@ inline constexpr auto kTry = asio::as_tuple(asio::use_awaitable);
 
 inline wg::IpAddress ip(const char* s) { return *wg::IpAddress::parse(s); }
 inline const wg::IpAddress kPeer4 = ip("198.19.0.2"), kPeer6 = ip("fd00:19::2");
+// Routed through the tunnel, answered by no one: a SYN, a datagram or an echo request
+// to it is never answered.
+inline const wg::IpAddress kSilent4 = ip("198.19.0.3");
 
 // The byte at offset i of the peer's source stream (peer_main.cpp has the same).
 inline uint8_t pattern(uint64_t i) { return static_cast<uint8_t>((i * 0x9E3779B97F4A7C15ull) >> 56); }

@@ -14,7 +14,9 @@
 //   TCP  :9002  held sink: 8-byte hold (ms) in, reads nothing for that long, then as :9001
 //   TCP  :9100  dial back: "PORT\n" or "6 PORT\n" in → dials 198.19.0.1:PORT (or
 //               [fd00:19::1]:PORT), writes "hello from peer"; answers "ok\n" / "error ...\n"
-//   UDP/TCP :53 DNS: peer.test A/AAAA, big.test (100 A / 100 AAAA: TC over UDP), else NXDOMAIN
+//   UDP/TCP :53 DNS: peer.test A/AAAA, big.test (100 A / 100 AAAA: TC over UDP),
+//               silent.test never answered, twofold.test A 198.19.0.3 (a silent host)
+//               then A 198.19.0.2, else NXDOMAIN
 //
 // Usage: wgnet_netstack_peer TEST_PUBLIC_KEY TEST_UDP_PORT, with the private key in the
 // environment (WGNET_PEER_PRIVATE_KEY, base64; never on a command line). Prints
@@ -224,6 +226,11 @@ std::optional<std::vector<std::vector<uint8_t>>> records_for(const std::string& 
   if (name == "peer.test") {
     if (qtype == 1) a(2);
     if (qtype == 28) aaaa(2);
+  } else if (name == "twofold.test") {
+    if (qtype == 1) {
+      a(3);
+      a(2);
+    }
   } else if (name == "big.test") {  // 100 records: far past 512 bytes
     for (int i = 0; i < 100; ++i) {
       if (qtype == 1) a(static_cast<uint8_t>(10 + i));
@@ -239,7 +246,7 @@ std::optional<std::vector<std::vector<uint8_t>>> records_for(const std::string& 
 // empty when the query is not one to answer.
 std::vector<uint8_t> dns_answer(const uint8_t* query, size_t n, size_t limit) {
   auto q = parse_question(query, n);
-  if (!q) return {};
+  if (!q || q->name == "silent.test") return {};
   auto records = records_for(q->name, q->qtype);
   std::vector<uint8_t> out(query, query + q->end);
   out[2] = static_cast<uint8_t>(0x84 | (query[2] & 0x01));  // QR, AA, RD copied
