@@ -1,8 +1,6 @@
 // DNS through the tunnel: A and AAAA queries to the configured servers over UDP, with a
 // TCP retry when the answer is truncated. Runs as a coroutine on the Stack's thread.
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -120,14 +118,6 @@ awaitable<std::pair<error_code, std::vector<wg::IpAddress>>> resolve_coro(Stack&
   co_return std::pair{last, std::vector<wg::IpAddress>{}};
 }
 
-// A resolution in flight: its handler, until the lookup or a cancellation completes it
-// (whichever comes first; Stack's thread only), and the signal that stops the lookup's
-// pending query when cancelled.
-struct ResolveOp {
-  asio::any_completion_handler<void(error_code, std::vector<wg::IpAddress>)> h;
-  asio::cancellation_signal stop;
-};
-
 }  // namespace
 
 void Stack::resolve_impl(std::string host,
@@ -143,25 +133,7 @@ void Stack::resolve_impl(std::string host,
     detail::complete(ex, std::move(h), error_code(asio::error::host_not_found), std::vector<wg::IpAddress>{});
     return;
   }
-  auto op = std::make_shared<ResolveOp>();
-  detail::on_cancel(*impl_, h, [ex, w = std::weak_ptr<ResolveOp>(op)] {
-    auto op = w.lock();
-    if (!op || !op->h) return;
-    auto h = std::move(op->h);
-    op->h = nullptr;
-    detail::complete(ex, std::move(h), error_code(asio::error::operation_aborted), std::vector<wg::IpAddress>{});
-    op->stop.emit(asio::cancellation_type::terminal);
-  });
-  op->h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
-  asio::co_spawn(ex, resolve_coro(*this, std::move(host)),
-                 asio::bind_cancellation_slot(
-                     op->stop.slot(), [ex, op](std::exception_ptr e, std::pair<error_code, std::vector<wg::IpAddress>> r) {
-                       if (!op->h) return;  // cancelled
-                       if (e) r.first = asio::error::fault;
-                       auto h = std::move(op->h);
-                       op->h = nullptr;
-                       detail::complete(ex, std::move(h), r.first, std::move(r.second));
-                     }));
+  detail::spawn_cancellable(*impl_, resolve_coro(*this, std::move(host)), std::move(h));
 }
 
 std::vector<wg::IpAddress> Stack::resolve(const std::string& host, error_code& ec) {

@@ -204,6 +204,20 @@ struct StackOptions {
   int tcp_keepalive_probes = 9;
 };
 
+// How a name is dialed (Stack::async_dial_tcp/async_dial_udp with a host name).
+struct DialOptions {
+  enum class Family { any, ipv4, ipv6 };
+  Family family = Family::any;  // which of a name's addresses are tried (a literal: always)
+  // RFC 8305's Connection Attempt Delay: the next address is tried when the one before has
+  // not connected within this long (or at once when it failed); the first to connect wins
+  // and the others are abandoned.
+  std::chrono::milliseconds attempt_delay{250};
+};
+
+// The order in which Happy Eyeballs (RFC 8305 §4) tries addresses: IPv6 first, then the
+// families alternating, each family in the order given; filtered by `family`.
+std::vector<wg::IpAddress> dial_order(const std::vector<wg::IpAddress>& addrs, DialOptions::Family family);
+
 class Stack final : public tun::Device {
 public:
   // Fails with errc::device_or_resource_busy if this process already has a Stack.
@@ -230,6 +244,41 @@ public:
   auto async_dial_tcp(const Endpoint& to, Token&& token) {
     return asio::async_initiate<Token, void(error_code, TcpStream)>(
         [this](auto handler, Endpoint ep) { dial_tcp_impl(ep, std::move(handler)); }, token, to);
+  }
+  // By name: resolved through the tunnel's DNS (a literal is itself), then the addresses
+  // tried in dial_order with Happy Eyeballs (RFC 8305): a new attempt every
+  // attempt_delay, or as soon as one fails, each bounded by dial_timeout; the first to
+  // connect wins. Errors: the lookup's (host_not_found, no_data, timed_out), host_not_found
+  // if no address of the family is left, else the last attempt's.
+  template <class Token>
+  auto async_dial_tcp(std::string host, uint16_t port, const DialOptions& options, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, TcpStream)>(
+        [this](auto handler, std::string h, uint16_t p, DialOptions o) {
+          dial_name_impl(std::move(h), p, o, std::move(handler));
+        },
+        token, std::move(host), port, options);
+  }
+  template <class Token>
+  auto async_dial_tcp(std::string host, uint16_t port, Token&& token) {
+    return async_dial_tcp(std::move(host), port, DialOptions{}, std::forward<Token>(token));
+  }
+  // Happy Eyeballs over given endpoints, tried in the order given.
+  template <class Token>
+  auto async_dial_tcp(std::vector<Endpoint> candidates, const DialOptions& options, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, TcpStream)>(
+        [this](auto handler, std::vector<Endpoint> c, DialOptions o) {
+          dial_candidates_impl(std::move(c), o, std::move(handler));
+        },
+        token, std::move(candidates), options);
+  }
+  // A UDP socket whose default remote is the first address of host in dial_order.
+  template <class Token>
+  auto async_dial_udp(std::string host, uint16_t port, const DialOptions& options, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, UdpSocket)>(
+        [this](auto handler, std::string h, uint16_t p, DialOptions o) {
+          dial_udp_name_impl(std::move(h), p, o, std::move(handler));
+        },
+        token, std::move(host), port, options);
   }
   TcpListener listen_tcp(const Endpoint& local, error_code& ec, int backlog = 128);
   UdpSocket listen_udp(const Endpoint& local, error_code& ec);
@@ -263,6 +312,12 @@ public:
 private:
   explicit Stack(std::unique_ptr<detail::StackImpl> impl);
   void dial_tcp_impl(Endpoint to, asio::any_completion_handler<void(error_code, TcpStream)> h);
+  void dial_name_impl(std::string host, uint16_t port, DialOptions o,
+                      asio::any_completion_handler<void(error_code, TcpStream)> h);
+  void dial_candidates_impl(std::vector<Endpoint> c, DialOptions o,
+                            asio::any_completion_handler<void(error_code, TcpStream)> h);
+  void dial_udp_name_impl(std::string host, uint16_t port, DialOptions o,
+                          asio::any_completion_handler<void(error_code, UdpSocket)> h);
   void ping_impl(wg::IpAddress to, std::chrono::milliseconds timeout,
                  asio::any_completion_handler<void(error_code, std::chrono::nanoseconds)> h);
   void resolve_impl(std::string host,

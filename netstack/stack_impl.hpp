@@ -4,6 +4,10 @@
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -145,6 +149,36 @@ void on_cancel(StackImpl& s, Handler& h, F cancel) {
     if ((t & (T::terminal | T::partial | T::total)) == T::none) return;
     if (alive.lock()) asio::post(*io, cancel);
   });
+}
+
+// Runs `op`, a coroutine on the Stack's thread, for handler h: h completes with op's
+// result, or at once with operation_aborted when its slot is cancelled (op is then told
+// to stop, terminal, and its result is dropped). For the operations made of others
+// (lookups, dials by name).
+template <class T, class Handler>
+void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> op, Handler h) {
+  struct State {
+    explicit State(Handler&& h) : h(std::move(h)) {}
+    Handler h;
+    asio::cancellation_signal stop;
+    bool done = false;
+  };
+  auto st = std::make_shared<State>(std::move(h));
+  const Executor ex = s.executor();
+  on_cancel(s, st->h, [ex, w = std::weak_ptr<State>(st)] {
+    auto st = w.lock();
+    if (!st || st->done) return;
+    st->done = true;
+    complete(ex, std::move(st->h), error_code(asio::error::operation_aborted), T{});
+    st->stop.emit(asio::cancellation_type::terminal);
+  });
+  asio::co_spawn(ex, std::move(op),
+                 asio::bind_cancellation_slot(st->stop.slot(), [ex, st](std::exception_ptr e, std::pair<error_code, T> r) {
+                   if (st->done) return;
+                   st->done = true;
+                   if (e) r.first = asio::error::fault;
+                   complete(ex, std::move(st->h), r.first, std::move(r.second));
+                 }));
 }
 
 // --- TCP (tcp.cpp) ---

@@ -103,9 +103,9 @@ bool is_own_address(const Context& ctx, const wg::IpAddress& a);
 // whatever its family.
 awaitable<std::pair<error_code, std::vector<wg::IpAddress>>> resolve_host(Context& ctx, const std::string& host);
 
-// Resolves host (resolve_host) and dials the first
-// address that answers, skipping the netstack's own addresses. Errors as the last attempt
-// reported; ProxyError::own_address if every address was our own.
+// Resolves host (resolve_host) and dials its addresses but the netstack's own with Happy
+// Eyeballs (Stack::async_dial_tcp over candidates, in netstack::dial_order). Errors as the
+// last attempt reported; ProxyError::own_address if every address was our own.
 awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, const std::string& host,
                                                                 uint16_t port);
 

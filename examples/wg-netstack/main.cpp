@@ -65,19 +65,15 @@ awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, co
                                                                 uint16_t port) {
   auto [rerr, addrs] = co_await resolve_host(ctx, host);
   if (rerr) co_return std::pair{rerr, netstack::TcpStream{}};
-  error_code last = asio::error::host_not_found;
-  for (auto& a : addrs) {
-    // A SYN to our own address would leave through the tunnel, reach no peer and time out
-    // after the dial timeout ("TTL expired" after 18 s): refuse it at once.
-    if (is_own_address(ctx, a)) {
-      if (last == asio::error::host_not_found) last = ProxyError::own_address;
-      continue;
-    }
-    auto [ec, s] = co_await ctx.stack.async_dial_tcp(netstack::Endpoint{a, port}, kTry);
-    if (!ec) co_return std::pair{ec, std::move(s)};
-    last = ec;
-  }
-  co_return std::pair{last, netstack::TcpStream{}};
+  // A SYN to our own address would leave through the tunnel, reach no peer and time out
+  // after the dial timeout ("TTL expired" after 18 s): refused at once.
+  std::vector<netstack::Endpoint> targets;
+  for (auto& a : netstack::dial_order(addrs, netstack::DialOptions::Family::any))
+    if (!is_own_address(ctx, a)) targets.push_back({a, port});
+  if (targets.empty()) co_return std::pair{error_code(ProxyError::own_address), netstack::TcpStream{}};
+  // Happy Eyeballs (RFC 8305) over the rest: Stack::async_dial_tcp.
+  auto [ec, s] = co_await ctx.stack.async_dial_tcp(std::move(targets), netstack::DialOptions{}, kTry);
+  co_return std::pair{ec, std::move(s)};
 }
 
 }  // namespace wgns
