@@ -4,10 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <initializer_list>
 #include <mutex>
 #include <system_error>
+#include <vector>
 
 #include "bind/bind.hpp"
 #include "tun/device.hpp"
@@ -15,7 +17,8 @@
 namespace wgnet_test {
 
 // Errors to return instead of calling the real seam: a script consumed one per call (0
-// passes that call through) and a persistent error returned while set. Counts calls.
+// passes that call through) and a persistent error returned while set. Counts calls, and
+// notes when each persistent error was returned.
 class FaultPlan {
 public:
   void script(std::initializer_list<int> errnos, int times = 1) {
@@ -30,7 +33,11 @@ public:
   // The error for this call, 0 for none.
   int next() {
     ++calls;
-    if (int e = persistent_.load()) return e;
+    if (int e = persistent_.load()) {
+      std::lock_guard lock(mu_);
+      persistent_times_.push_back(std::chrono::steady_clock::now());
+      return e;
+    }
     std::lock_guard lock(mu_);
     if (script_.empty()) return 0;
     int e = script_.front();
@@ -39,8 +46,14 @@ public:
     return e;
   }
   std::atomic<uint64_t> calls{0}, injected{0};
+  // When the persistent error was returned, in order.
+  std::vector<std::chrono::steady_clock::time_point> persistent_times() {
+    std::lock_guard lock(mu_);
+    return persistent_times_;
+  }
 
 private:
+  std::vector<std::chrono::steady_clock::time_point> persistent_times_;
   std::mutex mu_;
   std::deque<int> script_;
   std::atomic<int> persistent_{0};

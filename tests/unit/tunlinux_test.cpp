@@ -898,10 +898,18 @@ TEST_CASE("tun: the core over a real TUN survives read faults and does not spin 
     faulty.read_faults.set_persistent(EIO);
     send_udp("datagram 40");  // brings the reader back from the real read
     arrive(40, 1);
-    const uint64_t before = faulty.read_faults.calls;
-    std::this_thread::sleep_for(500ms);
-    const uint64_t calls = faulty.read_faults.calls - before;
-    EXPECT_MSG(calls >= 2 && calls <= 30, std::to_string(calls) + " failing reads in 500 ms");
+    // Retried, not given up: nine failing reads come (within 10 s, a bound on a wait of
+    // about 0.13 s). Not spun on: the waits between them double from 1 ms (Device::
+    // pause_after_error), so the ninth comes at least 32 ms after the eighth (64 ms when
+    // the first failure is the first after the good read; a sleep is never shorter, so
+    // load cannot break this, and a spinning reader has microseconds there).
+    std::vector<std::chrono::steady_clock::time_point> fails;
+    for (auto until = std::chrono::steady_clock::now() + 10s;
+         (fails = faulty.read_faults.persistent_times()).size() < 9 && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(10ms);
+    EXPECT_MSG(fails.size() >= 9, std::to_string(fails.size()) + " failing reads within 10 s");
+    const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(fails[8] - fails[7]);
+    EXPECT_MSG(gap >= 32ms, "the ninth failing read came " + std::to_string(gap.count()) + " us after the eighth");
     for (int i = 41; i < 51; ++i) send_udp("datagram " + std::to_string(i));  // queued in the kernel
     faulty.read_faults.set_persistent(0);
     arrive(41, 10);
