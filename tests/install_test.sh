@@ -8,6 +8,7 @@ tmp=$(mktemp -d /tmp/wgnet-install.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 test -f "$tmp/prefix/include/wgnet/netstack/stack.hpp"
+test -f "$tmp/prefix/include/wgnet/netstack.hpp"  # <wgnet/netstack.hpp>
 test ! -e "$tmp/prefix/include/wgnet/netstack/stack_impl.hpp"
 cmake -S "$src/examples/embed" -B "$tmp/embed" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/embed" -j"$(nproc)" >/dev/null

@@ -284,6 +284,23 @@ for strategy in ipv4 ipv6 auto; do
   kill "$rpid"; wait "$rpid" 2>/dev/null; forget_pid "$rpid"
 done
 
+log "--- the embedding API's one-call set-up (examples/embed: wgnet::Tunnel, a dial by name) ---"
+sed -e 's|^Address = .*|Address = 198.19.0.1/32, fd00:19::1/128\nDNS = 198.19.0.2|' \
+  -e 's|^AllowedIPs = .*|AllowedIPs = 198.19.0.2/32, fd00:19::2/128|' -e '/^CheckAlive/d' -e '/^PostUp/d' \
+  "$TMP/wg0.conf" >"$TMP/embed.conf"
+chmod 600 "$TMP/embed.conf"
+out=$(na timeout 30 "$WGNET_BIN/wgnet-embed" "$TMP/embed.conf" http://web.test:8000/index.html 2>&1); rc=$?
+check "wgnet-embed fetches http://web.test:8000/ through wgnet::Tunnel, IPv6 first (rc $rc, $(tail -n1 <<<"$out"))" \
+  test "$rc" -eq 0 -a "$(tail -n1 <<<"$out")" = "hello from B over IPv6"
+out=$(na timeout 30 "$WGNET_BIN/wgnet-embed" "$TMP/embed.conf" http://nowhere.test:8000/ 2>&1); rc=$?
+check "wgnet-embed: a name the tunnel's DNS does not know: exit 1, one line ($out)" \
+  test "$rc" -eq 1 -a "$(wc -l <<<"$out")" -eq 1
+printf '[Interface]\nPrivateKey = nonsense\n' >"$TMP/bad-embed.conf"
+chmod 600 "$TMP/bad-embed.conf"
+out=$(na timeout 30 "$WGNET_BIN/wgnet-embed" "$TMP/bad-embed.conf" http://web.test:8000/ 2>&1); rc=$?
+check "wgnet-embed: a bad config: exit 1, the file and line ($out)" \
+  eval "[[ $rc -eq 1 && '$out' == *'bad-embed.conf: line 2'* ]]"
+
 log "--- -n and refusals ---"
 out=$(env WP_SOCKS_PASSWORD=x "$N" -n -c "$TMP/inline.conf" 2>/dev/null); rc=$?
 check "-n on the wireproxy file: Config OK ($out, rc $rc)" test "$out" = "Config OK" -a "$rc" -eq 0

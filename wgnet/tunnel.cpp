@@ -1,0 +1,47 @@
+// wgnet::Tunnel: the six set-up steps of an embedded tunnel in one call.
+#include "wgnet/netstack.hpp"
+
+#include <system_error>
+
+#include "wg/apply.hpp"
+#include "wg/messages.hpp"
+
+namespace wgnet {
+
+std::unique_ptr<Tunnel> Tunnel::open(const wg::Config& config, const TunnelOptions& options) {
+  netstack::StackOptions so;
+  so.addresses = config.iface.addresses;
+  so.mtu = static_cast<int>(config.iface.mtu.value_or(wg::kDefaultMtu));
+  so.dns_servers = config.iface.dns_servers;
+  so.tcp_congestion = options.tcp_congestion;
+  so.tcp_keepalive = options.tcp_keepalive;
+  so.dial_timeout = options.dial_timeout;
+  std::unique_ptr<Tunnel> t(new Tunnel);
+  std::error_code ec;
+  t->stack_ = netstack::Stack::create(so, ec);
+  if (!t->stack_) throw std::system_error(ec, "wgnet: the network stack");
+  t->bind_ = std::make_unique<conn::LinuxBind>();
+  t->device_ = std::make_unique<wg::Device>(*t->stack_, *t->bind_);
+  wg::apply_config(*t->device_, config);
+  if (auto err = t->device_->up())
+    throw std::system_error(err, "wgnet: UDP port " + std::to_string(config.iface.listen_port.value_or(0)));
+  t->stack_->set_route_check([d = t->device_.get()](const wg::IpAddress& a) { return d->routable(a); });
+  for (auto& p : t->device_->peers())
+    if (t->device_->endpoint(*p)) t->device_->initiate_handshake(*p);
+  return t;
+}
+
+std::unique_ptr<Tunnel> Tunnel::open_file(const std::string& path, const TunnelOptions& options) {
+  return open(wg::load_config(path), options);
+}
+
+std::unique_ptr<Tunnel> Tunnel::open_text(std::string_view wg_quick_config, const TunnelOptions& options) {
+  return open(wg::parse_config(wg_quick_config), options);
+}
+
+Tunnel::~Tunnel() {
+  if (device_) device_->close();
+  if (stack_) stack_->close();
+}
+
+}  // namespace wgnet
