@@ -13,6 +13,7 @@ extern "C" {
 #include "lwip/ip.h"
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
+#include "lwip/priv/tcp_priv.h"
 
 // lwIP's clock (LWIP_TIMERS with NO_SYS): milliseconds of a monotonic clock.
 u32_t sys_now(void) {
@@ -84,20 +85,60 @@ StackImpl::StackImpl(const StackOptions& o)
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "wg-netstack");  // for ps, top -H, perf, gdb
     io_.run();
+    std::lock_guard lock(run_mu_);
+    run_done_ = true;
+    run_cv_.notify_all();
   });
 }
 
+// The end of a Stack with operations still pending: every connection reset, every
+// listener and socket closed, every ping abandoned, so that each pending operation
+// completes with operation_aborted; those completions (and what they start, which fails
+// at once) run before the thread stops, for up to kDrainTime. Objects that outlive the
+// Stack (streams, listeners, sockets the program still holds) then do nothing: gone().
 StackImpl::~StackImpl() {
-  alive.reset();  // cancellation handlers still held by callers post nothing from now on
   close();
   call([this] {
+    alive.reset();  // before anything completes: what completes sees the Stack gone
+    closing = true;
+    abort_everything();
     timer_.cancel();
     netif_remove(&nif_);
   });
   work_.reset();
-  io_.stop();
+  // The completions run; then the thread finds no work and io_.run returns by itself,
+  // unless the program keeps starting operations (which fail): then it is stopped.
+  {
+    std::unique_lock lock(run_mu_);
+    if (!run_cv_.wait_for(lock, kDrainTime, [this] { return run_done_; })) io_.stop();
+  }
   if (thread_.joinable()) thread_.join();
   g_stack_exists = false;
+}
+
+void StackImpl::abort_everything() {
+  std::vector<std::shared_ptr<TcpConn>> conns;
+  std::vector<std::shared_ptr<TcpListen>> listens;
+  std::vector<std::shared_ptr<UdpConn>> udps;
+  for (tcp_pcb* list : {tcp_active_pcbs, tcp_bound_pcbs})
+    for (tcp_pcb* p = list; p; p = p->next)
+      if (p->callback_arg) conns.push_back(static_cast<TcpConn*>(p->callback_arg)->shared_from_this());
+  for (tcp_pcb_listen* p = tcp_listen_pcbs.listen_pcbs; p; p = p->next)
+    if (p->callback_arg) listens.push_back(static_cast<TcpListen*>(p->callback_arg)->shared_from_this());
+  for (udp_pcb* p = udp_pcbs; p; p = p->next)
+    if (p->recv_arg) udps.push_back(static_cast<UdpConn*>(p->recv_arg)->shared_from_this());
+  for (auto& c : conns) {
+    c->local_abort = true;
+    c->close(true);
+  }
+  for (auto& l : listens) l->close();
+  for (auto& u : udps) u->close();
+  auto pings = std::move(abandon);
+  for (auto& [id, f] : pings) f();
+  // What lwIP still holds without us (TIME_WAIT, closing): freed (a reset it sends
+  // goes into the closed device).
+  while (tcp_tw_pcbs) tcp_abort(tcp_tw_pcbs);
+  while (tcp_active_pcbs) tcp_abort(tcp_active_pcbs);
 }
 
 err_t StackImpl::netif_init(netif* n) {

@@ -17,6 +17,16 @@
 // listener or socket stays usable; a cancelled dial, ping or lookup is abandoned. A
 // signal may be emitted from any thread, and after the operation has completed (then it
 // does nothing); it must not race the Stack's destruction.
+//
+// Lifetimes: closing a stream, listener or socket completes its pending operations with
+// operation_aborted. Destroying the Stack aborts every connection and completes every
+// pending operation, its own and the lookups' and dials' by name, with operation_aborted
+// before its thread ends (the completions run on their handlers' executors; the Stack
+// waits up to 2 s for them). Streams, listeners and sockets may outlive the Stack: their
+// operations then fail with operation_aborted and close() does nothing. What is not
+// safe: destroying the Stack on one thread while another starts operations on it or on
+// its objects, and destroying it while a wg::Device still runs on it (destroy the Device
+// first; wgnet::Tunnel does).
 #pragma once
 
 #include <boost/asio/any_completion_handler.hpp>

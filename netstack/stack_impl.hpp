@@ -19,6 +19,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <unordered_map>
 #include <thread>
 
 #include "netstack/stack.hpp"
@@ -97,8 +98,14 @@ public:
   std::function<void(tun::Event)> event_handler;
 
   uint16_t next_port = 0;  // where bind_local_port tries first
-  // Expires with the Stack: a cancellation handler that runs after it posts nothing.
+  // Expires with the Stack: a cancellation handler that runs after it posts nothing, and
+  // a stream, listener or socket that outlives it does nothing (see gone()).
   std::shared_ptr<int> alive = std::make_shared<int>(0);
+  // Set once the Stack is being destroyed: new operations fail with operation_aborted.
+  bool closing = false;  // Stack thread
+  // Operations with no lwIP list to find them by at the end (pings): id → abandon.
+  std::unordered_map<uint64_t, std::function<void()>> abandon;  // Stack thread
+  uint64_t next_abandon_id = 0;
 
 private:
   static err_t netif_init(netif* n);
@@ -107,10 +114,16 @@ private:
   err_t output(pbuf* p);
   void drain_inbound();
   void schedule_timers();
+  void abort_everything();  // the end: every pcb aborted, every pending operation failed
 
   asio::executor_work_guard<Executor> work_;
   asio::steady_timer timer_;
   std::thread thread_;
+  // The thread's io_.run has returned (the destructor waits for it, kDrainTime at most).
+  static constexpr auto kDrainTime = std::chrono::seconds(2);
+  std::mutex run_mu_;
+  std::condition_variable run_cv_;
+  bool run_done_ = false;
 
   // lwIP → WireGuard: packets waiting for Device::read. Bounded; dropped when full.
   std::mutex out_mu_;
@@ -173,17 +186,19 @@ void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> o
     st->stop.emit(asio::cancellation_type::terminal);
   });
   asio::co_spawn(ex, std::move(op),
-                 asio::bind_cancellation_slot(st->stop.slot(), [ex, st](std::exception_ptr e, std::pair<error_code, T> r) {
+                 asio::bind_cancellation_slot(st->stop.slot(), [ex, st, &s](std::exception_ptr e, std::pair<error_code, T> r) {
                    if (st->done) return;
                    st->done = true;
                    if (e) r.first = asio::error::fault;
+                   // Ended by the Stack's end (its parts failed as they could): say so.
+                   if (s.closing) r = {asio::error::operation_aborted, T{}};
                    complete(ex, std::move(st->h), r.first, std::move(r.second));
                  }));
 }
 
 // --- TCP (tcp.cpp) ---
 struct TcpConn : std::enable_shared_from_this<TcpConn> {
-  explicit TcpConn(StackImpl& s) : s(s), connect_timer(s.io_) {}
+  explicit TcpConn(StackImpl& s) : s(s), alive(s.alive), connect_timer(s.io_) {}
   ~TcpConn();
 
   void attach(tcp_pcb* p);  // installs the callbacks; takes the self-reference
@@ -205,6 +220,8 @@ struct TcpConn : std::enable_shared_from_this<TcpConn> {
   static err_t on_connected(void* arg, tcp_pcb* pcb, err_t err);
 
   StackImpl& s;
+  std::weak_ptr<int> alive;  // s.alive: expired once s is gone, and s must not be touched
+  bool gone() const { return alive.expired(); }
   tcp_pcb* pcb = nullptr;
   std::shared_ptr<TcpConn> self;  // held while lwIP has our pointer
   // Received, not yet read: one pbuf chain per recv callback (a chain's tot_len is 16
@@ -230,13 +247,15 @@ struct TcpConn : std::enable_shared_from_this<TcpConn> {
 };
 
 struct TcpListen : std::enable_shared_from_this<TcpListen> {
-  explicit TcpListen(StackImpl& s) : s(s) {}
+  explicit TcpListen(StackImpl& s) : s(s), alive(s.alive) {}
   ~TcpListen();
   void close();
   static err_t on_accept(void* arg, tcp_pcb* newpcb, err_t err);
   void cancel_accept(uint64_t gen);
 
   StackImpl& s;
+  std::weak_ptr<int> alive;
+  bool gone() const { return alive.expired(); }
   tcp_pcb* pcb = nullptr;
   size_t backlog = 128;
   std::deque<std::shared_ptr<TcpConn>> pending;
@@ -248,13 +267,15 @@ struct TcpListen : std::enable_shared_from_this<TcpListen> {
 
 // --- UDP (udp.cpp) ---
 struct UdpConn : std::enable_shared_from_this<UdpConn> {
-  explicit UdpConn(StackImpl& s) : s(s) {}
+  explicit UdpConn(StackImpl& s) : s(s), alive(s.alive) {}
   ~UdpConn();
   void close();
   static void on_recv(void* arg, udp_pcb* pcb, pbuf* p, const ip_addr_t* addr, u16_t port);
   void cancel_recv(uint64_t gen);
 
   StackImpl& s;
+  std::weak_ptr<int> alive;
+  bool gone() const { return alive.expired(); }
   udp_pcb* pcb = nullptr;
   struct Datagram {
     Endpoint from;

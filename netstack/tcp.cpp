@@ -387,6 +387,10 @@ void TcpStream::read_impl(asio::mutable_buffer b, asio::any_completion_handler<v
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
     return;
   }
+  if (conn_->gone()) {
+    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), size_t{0});
+    return;
+  }
   const uint64_t gen = ++conn_->next_gen;
   detail::on_cancel(conn_->s, h, [w = std::weak_ptr<detail::TcpConn>(conn_), gen] {
     if (auto c = w.lock()) c->cancel_read(gen);
@@ -397,6 +401,10 @@ void TcpStream::read_impl(asio::mutable_buffer b, asio::any_completion_handler<v
 void TcpStream::write_impl(asio::const_buffer b, asio::any_completion_handler<void(error_code, size_t)> h) {
   if (!conn_) {
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
+    return;
+  }
+  if (conn_->gone()) {
+    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), size_t{0});
     return;
   }
   const uint64_t gen = ++conn_->next_gen;
@@ -411,6 +419,10 @@ void TcpStream::wait_impl(asio::any_completion_handler<void(error_code)> h) {
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor));
     return;
   }
+  if (conn_->gone()) {
+    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted));
+    return;
+  }
   const uint64_t gen = ++conn_->next_gen;
   detail::on_cancel(conn_->s, h, [w = std::weak_ptr<detail::TcpConn>(conn_), gen] {
     if (auto c = w.lock()) c->cancel_read(gen);
@@ -419,7 +431,7 @@ void TcpStream::wait_impl(asio::any_completion_handler<void(error_code)> h) {
 }
 
 void TcpStream::shutdown_send() {
-  if (!conn_) return;
+  if (!conn_ || conn_->gone()) return;
   asio::dispatch(conn_->s.io_, [c = conn_] {
     if (c->pcb) tcp_shutdown(c->pcb, 0, 1);
   });
@@ -428,12 +440,14 @@ void TcpStream::shutdown_send() {
 void TcpStream::close() {
   if (!conn_) return;
   auto c = std::move(conn_);
+  if (c->gone()) return;  // the Stack closed it at its end
   asio::dispatch(c->s.io_, [c] { c->close(false); });
 }
 
 void TcpStream::abort() {
   if (!conn_) return;
   auto c = std::move(conn_);
+  if (c->gone()) return;
   asio::dispatch(c->s.io_, [c] {
     c->local_abort = true;
     c->close(true);
@@ -473,6 +487,7 @@ TcpListener::~TcpListener() { close(); }
 void TcpListener::close() {
   if (!l_) return;
   auto l = std::move(l_);
+  if (l->gone()) return;
   asio::dispatch(l->s.io_, [l] { l->close(); });
 }
 
@@ -481,6 +496,10 @@ Endpoint TcpListener::local_endpoint() const { return l_ ? l_->local : Endpoint{
 void TcpListener::accept_impl(asio::any_completion_handler<void(error_code, TcpStream)> h) {
   if (!l_) {
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), TcpStream{});
+    return;
+  }
+  if (l_->gone()) {
+    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
     return;
   }
   const uint64_t gen = ++l_->next_gen;
@@ -521,7 +540,7 @@ void Stack::dial_tcp_impl(Endpoint to, asio::any_completion_handler<void(error_c
     if (auto c = w.lock()) c->cancel_connect();
   });
   asio::dispatch(s->io_, [s, c, to, h = std::move(h)]() mutable {
-    if (c->dial_cancelled) {
+    if (c->dial_cancelled || s->closing) {
       detail::complete(s->executor(), std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
       return;
     }
@@ -582,6 +601,10 @@ TcpListener Stack::listen_tcp(const Endpoint& local, error_code& ec, int backlog
   auto* s = impl_.get();
   return s->call([&]() -> TcpListener {
     auto l = std::make_shared<detail::TcpListen>(*s);
+    if (s->closing) {
+      ec = asio::error::operation_aborted;
+      return {};
+    }
     tcp_pcb* pcb = tcp_new_ip_type(local.addr.family == 0 ? IPADDR_TYPE_ANY
                                    : local.addr.is_v4()    ? IPADDR_TYPE_V4
                                                            : IPADDR_TYPE_V6);

@@ -67,6 +67,10 @@ void UdpConn::cancel_recv(uint64_t gen) {
 namespace {
 
 std::shared_ptr<UdpConn> open_udp(StackImpl& s, const Endpoint& local, const Endpoint* remote, error_code& ec) {
+  if (s.closing) {
+    ec = asio::error::operation_aborted;
+    return nullptr;
+  }
   auto u = std::make_shared<UdpConn>(s);
   uint8_t type = IPADDR_TYPE_ANY;
   if (remote) type = remote->addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6;
@@ -103,6 +107,7 @@ UdpSocket::~UdpSocket() { close(); }
 void UdpSocket::close() {
   if (!u_) return;
   auto u = std::move(u_);
+  if (u->gone()) return;
   asio::dispatch(u->s.io_, [u] { u->close(); });
 }
 
@@ -111,6 +116,10 @@ Endpoint UdpSocket::local_endpoint() const { return u_ ? u_->local : Endpoint{};
 void UdpSocket::send_impl(asio::const_buffer b, Endpoint to, asio::any_completion_handler<void(error_code, size_t)> h) {
   if (!u_) {
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
+    return;
+  }
+  if (u_->gone()) {
+    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), size_t{0});
     return;
   }
   asio::dispatch(u_->s.io_, [u = u_, b, to, h = std::move(h)]() mutable {
@@ -141,6 +150,10 @@ void UdpSocket::receive_impl(asio::mutable_buffer b, Endpoint* from,
                              asio::any_completion_handler<void(error_code, size_t)> h) {
   if (!u_) {
     detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
+    return;
+  }
+  if (u_->gone()) {
+    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), size_t{0});
     return;
   }
   const uint64_t gen = ++u_->next_gen;
@@ -209,8 +222,11 @@ struct PingOp : std::enable_shared_from_this<PingOp> {
     else cancelled = true;
   }
 
+  uint64_t abandon_id = 0;  // in s.abandon while pending
+
   void finish(error_code ec, std::chrono::nanoseconds rtt) {
     if (!h) return;
+    s.abandon.erase(abandon_id);
     timer.cancel();
     auto handler = std::move(h);
     h = nullptr;
@@ -255,7 +271,7 @@ void Stack::ping_impl(wg::IpAddress to, std::chrono::milliseconds timeout,
   });
   asio::dispatch(s->io_, [s, op, to, timeout, h = std::move(h)]() mutable {
     using std::chrono::nanoseconds;
-    if (op->cancelled) return detail::complete(s->executor(), std::move(h), error_code(asio::error::operation_aborted), nanoseconds{});
+    if (op->cancelled || s->closing) return detail::complete(s->executor(), std::move(h), error_code(asio::error::operation_aborted), nanoseconds{});
     if (to.family == 0) return detail::complete(s->executor(), std::move(h), error_code(asio::error::invalid_argument), nanoseconds{});
     if (!s->routable(to)) return detail::complete(s->executor(), std::move(h), error_code(asio::error::host_unreachable), nanoseconds{});
     op->v6 = to.is_v6();
@@ -269,6 +285,10 @@ void Stack::ping_impl(wg::IpAddress to, std::chrono::milliseconds timeout,
     op->seq = 1;
     op->h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
     op->self = op;
+    op->abandon_id = ++s->next_abandon_id;
+    s->abandon.emplace(op->abandon_id, [w = std::weak_ptr<PingOp>(op)] {
+      if (auto op = w.lock()) op->finish(asio::error::operation_aborted, {});
+    });
     raw_recv(op->pcb, &PingOp::on_recv, op.get());
 
     const size_t len = 8 + 32;
