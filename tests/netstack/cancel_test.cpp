@@ -97,16 +97,16 @@ TEST_CASE("netstack cancel: a write waiting for window loses to a timer and has 
   };
   auto r = run([]() -> awaitable<Result> {
     auto exec = co_await asio::this_coro::executor;
-    Watchdog wd(exec, 30s);
+    Watchdog wd(exec, 40s);
     Result r;
     auto [ec, s] = co_await dial({kPeer4, 9002});
     r.dial = ec;
     if (ec) co_return r;
     wd.watch(s);
-    // The held sink reads nothing for 4 s: the send buffer and its window fill, and then
-    // a write waits.
+    // The held sink reads nothing for 8 s (ample for the loop below even on a loaded
+    // machine): the send buffer and its window fill, and then a write waits.
     uint8_t hold[8];
-    put_u64(hold, 4000);
+    put_u64(hold, 8000);
     co_await asio::async_write(s, asio::buffer(hold), kTry);
     std::vector<uint8_t> chunk(64 * 1024);
     Fnv fnv;
