@@ -85,17 +85,15 @@ StackImpl::StackImpl(const StackOptions& o)
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "wg-netstack");  // for ps, top -H, perf, gdb
     io_.run();
-    std::lock_guard lock(run_mu_);
-    run_done_ = true;
-    run_cv_.notify_all();
   });
 }
 
 // The end of a Stack with operations still pending: every connection reset, every
 // listener and socket closed, every ping abandoned, so that each pending operation
-// completes with operation_aborted; those completions (and what they start, which fails
-// at once) run before the thread stops, for up to kDrainTime. Objects that outlive the
-// Stack (streams, listeners, sockets the program still holds) then do nothing: gone().
+// completes with operation_aborted. The thread then runs until the operations made of
+// others (lookups, dials by name: spawn_cancellable) have ended too, kDrainTime at most,
+// and one round more for their completions; then it stops. Objects that outlive the
+// Stack (streams, listeners, sockets the program still holds) do nothing: gone().
 StackImpl::~StackImpl() {
   close();
   call([this] {
@@ -105,13 +103,14 @@ StackImpl::~StackImpl() {
     timer_.cancel();
     netif_remove(&nif_);
   });
-  work_.reset();
-  // The completions run; then the thread finds no work and io_.run returns by itself,
-  // unless the program keeps starting operations (which fail): then it is stopped.
-  {
-    std::unique_lock lock(run_mu_);
-    if (!run_cv_.wait_for(lock, kDrainTime, [this] { return run_done_; })) io_.stop();
+  for (auto until = std::chrono::steady_clock::now() + kDrainTime;
+       spawned.load() > 0 && std::chrono::steady_clock::now() < until;) {
+    call([] {});  // a round of what is queued on the thread
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  call([] {});
+  work_.reset();
+  io_.stop();
   if (thread_.joinable()) thread_.join();
   g_stack_exists = false;
 }

@@ -106,6 +106,7 @@ public:
   // Operations with no lwIP list to find them by at the end (pings): id → abandon.
   std::unordered_map<uint64_t, std::function<void()>> abandon;  // Stack thread
   uint64_t next_abandon_id = 0;
+  std::atomic<size_t> spawned{0};  // spawn_cancellable operations not yet ended
 
 private:
   static err_t netif_init(netif* n);
@@ -119,11 +120,7 @@ private:
   asio::executor_work_guard<Executor> work_;
   asio::steady_timer timer_;
   std::thread thread_;
-  // The thread's io_.run has returned (the destructor waits for it, kDrainTime at most).
-  static constexpr auto kDrainTime = std::chrono::seconds(2);
-  std::mutex run_mu_;
-  std::condition_variable run_cv_;
-  bool run_done_ = false;
+  static constexpr auto kDrainTime = std::chrono::seconds(2);  // see ~StackImpl
 
   // lwIP → WireGuard: packets waiting for Device::read. Bounded; dropped when full.
   std::mutex out_mu_;
@@ -178,6 +175,7 @@ void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> o
   };
   auto st = std::make_shared<State>(std::move(h));
   const Executor ex = s.executor();
+  s.spawned.fetch_add(1);
   on_cancel(s, st->h, [ex, w = std::weak_ptr<State>(st)] {
     auto st = w.lock();
     if (!st || st->done) return;
@@ -187,6 +185,7 @@ void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> o
   });
   asio::co_spawn(ex, std::move(op),
                  asio::bind_cancellation_slot(st->stop.slot(), [ex, st, &s](std::exception_ptr e, std::pair<error_code, T> r) {
+                   s.spawned.fetch_sub(1);
                    if (st->done) return;
                    st->done = true;
                    if (e) r.first = asio::error::fault;
