@@ -11,7 +11,8 @@
 #       opens N SOCKS5 CONNECTs to the echo at HOST:PORT (at most 256 in their handshake
 #       at a time), each proved by a 16-byte echo, and prints
 #         held OK FAILED SECONDS
-#       then obeys lines on stdin: "echo" (one more 16-byte echo on every held connection:
+#       then obeys lines on stdin: "echo" (one more 16-byte echo on every held connection,
+#       ECHOES at a time:
 #       "echo OK FAILED SECONDS"), "close" (closes all: "closed N"; also on EOF).
 #   socks_conns.py churn PROXY HOST PORT RATE SECONDS
 #       starts RATE connections a second for SECONDS, each: SOCKS5 CONNECT, a 64-byte
@@ -35,6 +36,15 @@ import time
 
 DEADLINE = 15.0      # seconds per connection, handshake to echo
 HANDSHAKES = 256     # connections in their handshake at a time (hold)
+# Echoes in flight at a time on the held connections ("echo"), as for the handshakes.
+# All 10,000 at once made the reference peer's UDP socket (wireguard-go's, in B, whose
+# buffer a test cannot raise inside a namespace) drop about a quarter of the datagrams of
+# the burst (1,000 at a time: 4,000-5,000 drops per round; 256: 200-400); a few
+# connections then lost a segment and its retransmissions four times in a row, and TCP's
+# exponential backoff took them past DEADLINE (CI: 56 of 10,000). What the check measured
+# was the reference peer's socket buffer; recovery from loss is the loss suite's subject.
+# Each held connection still echoes.
+ECHOES = 256
 IDLE = 30.0          # seconds without progress before a bulk transfer gives up
 
 
@@ -287,27 +297,34 @@ def hold(proxy, host, port, count):
             t1 = time.monotonic()
             cl.failures.clear()
             cl.pending.clear()
-            for c in alive:
-                c.state = "echo"
-                c.deadline = t1 + DEADLINE
-                c.buf = b""
-                try:
-                    c.sock.send(c.payload)
-                except OSError as e:
-                    cl.failures[f"{e.__class__.__name__} sending the echo"] += 1
-                    c.state = "failed"
-                    continue
-                cl.sel.register(c.sock, selectors.EVENT_READ, c)
-                cl.pending.append(c)
-                cl.inflight += 1
+            waiting = collections.deque(alive)
+
+            def send_more():
+                while waiting and cl.inflight < ECHOES:
+                    c = waiting.popleft()
+                    c.state = "echo"
+                    c.deadline = time.monotonic() + DEADLINE
+                    c.buf = b""
+                    try:
+                        c.sock.send(c.payload)
+                    except OSError as e:
+                        cl.failures[f"{e.__class__.__name__} sending the echo"] += 1
+                        c.state = "failed"
+                        continue
+                    cl.sel.register(c.sock, selectors.EVENT_READ, c)
+                    cl.pending.append(c)
+                    cl.inflight += 1
+
+            send_more()
             ok = 0
-            while cl.inflight:
+            while cl.inflight or waiting:
                 for key, _ in cl.sel.select(0.2):
                     c = key.data
                     if cl.step(c):
                         ok += 1
                         cl.sel.unregister(c.sock)
                 cl.expire(time.monotonic())
+                send_more()
             cl.pending.clear()
             alive = [c for c in alive if c.state == "done"]
             print(f"echo {ok} {sum(cl.failures.values())} {time.monotonic() - t1:.1f}", flush=True)

@@ -27,9 +27,15 @@ hold_round() {
   check "$what: the netstack counts $N TCP connections" test "$(metric wgnet_tcp_connections_active)" = "$N"
   echo close | na timeout 30 python3 "$CONNS_PY" hold "$SOCKS" "$TARGET" "$ECHO_PORT" 1 >"$TMP/one.out" 2>&1
   check "$what: one more connection while $N are held" grep -q '^held 1 0 ' "$TMP/one.out"
+  local b_drops_before
+  b_drops_before=$(udp_socket_drops "$NS_B" 51821)
   hold_cmd echo
   line=$(wait_line "$TMP/hold.out" '^echo ' 300) || line="echo ? ? ?"
   check "$what: every held connection echoes again ($line)" test "${line% *}" = "echo $N 0"
+  [ -s "$TMP/hold.err" ] && sed 's/^/    /' "$TMP/hold.err"
+  # Where datagrams were lost (for the failure's reader): the netstack's queues, our UDP
+  # socket, the peer's (during the echoes).
+  log "  netstack queue drops so far $(metric 'wgnet_dropped_packets_total{reason="netstack_queue"}'), UDP socket drops in A $(udp_socket_drops "$NS_A" 51820), in B during the echoes $(($(udp_socket_drops "$NS_B" 51821) - b_drops_before))"
   hold_end
   check "$what: all closed at the proxy within 60 s" wait_closed 60
   check "$what: and in the netstack" test "$(metric wgnet_tcp_connections_active)" = 0
