@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A tiny authoritative DNS responder for tests and the demo (UDP only).
 
-Usage: dns_responder.py ADDR PORT NAME=IP [NAME=IP ...]
+Usage: dns_responder.py [--log FILE] ADDR PORT NAME=IP [NAME=IP ...]
 Answers A/AAAA queries for the given names (IPv4 → A, IPv6 → AAAA) and NXDOMAIN for
-anything else. Runs until killed (callers kill it by PID).
+anything else. With --log, every query is appended to FILE as "SOURCE NAME QTYPE", so a
+test can see where it came from. Runs until killed (callers kill it by PID).
 """
 import ipaddress
 import socket
@@ -34,9 +35,14 @@ def answer(msg, table):
 
 
 def main():
-    addr, port = sys.argv[1], int(sys.argv[2])
+    args = sys.argv[1:]
+    log = None
+    if args[:1] == ["--log"]:
+        log = open(args[1], "a", buffering=1)
+        args = args[2:]
+    addr, port = args[0], int(args[1])
     table = {}
-    for item in sys.argv[3:]:
+    for item in args[2:]:
         name, ip = item.split("=", 1)
         table.setdefault(name.lower(), []).append(ipaddress.ip_address(ip))
     family = socket.AF_INET6 if ":" in addr else socket.AF_INET
@@ -47,6 +53,9 @@ def main():
         msg, peer = s.recvfrom(4096)
         try:
             reply = answer(msg, table)
+            if log:
+                name, qtype, _ = parse_question(msg)
+                log.write(f"{peer[0]} {name} {qtype}\n")
         except (struct.error, IndexError):
             reply = None
         if reply:

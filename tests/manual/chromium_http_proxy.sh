@@ -25,7 +25,7 @@ mkdir -p "$TMP/www"
 echo '<html><head><title>wgnet</title></head><body><p id="m">hello chromium, from B</p></body></html>' >"$TMP/www/index.html"
 ip netns exec "$NS_B" python3 -m http.server --bind 198.19.0.2 --directory "$TMP/www" 8000 >"$TMP/http.log" 2>&1 &
 PIDS+=($!)
-ip netns exec "$NS_B" python3 "$here/../netns/dns_server.py" "$TMP/dns-queries.log" >"$TMP/dns.log" 2>&1 &
+ip netns exec "$NS_B" python3 "$here/../../scripts/dns_responder.py" 198.19.0.2 53 web.test=198.19.0.2 >"$TMP/dns.log" 2>&1 &
 PIDS+=($!)
 cat >"$TMP/a.conf" <<CONF
 [Interface]

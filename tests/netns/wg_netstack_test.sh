@@ -230,7 +230,7 @@ setup() {
   bg "$NS_B" http4 python3 -m http.server --bind 198.19.0.2 --directory "$TMP/www" 8000
   bg "$NS_B" http6 python3 -m http.server --bind fd00:19::2 --directory "$TMP/www" 8000
   bg "$NS_B" http-echo python3 "$TMP/http_echo.py" 198.19.0.2 8001
-  bg "$NS_B" dns python3 "$(dirname "$0")/dns_server.py" "$TMP/dns-queries.log"
+  bg "$NS_B" dns python3 "$(dirname "$0")/../../scripts/dns_responder.py" --log "$TMP/dns-queries.log" 198.19.0.2 53 web.test=198.19.0.2 web.test=fd00:19::2 web6.test=fd00:19::2
   bg "$NS_B" udp-echo python3 "$TMP/udp_echo.py" 7007
   wait_listen "$NS_B" tcp 198.19.0.2:8000 && wait_listen "$NS_B" tcp "[fd00:19::2]:8000" &&
     wait_listen "$NS_B" tcp 198.19.0.2:8001 &&

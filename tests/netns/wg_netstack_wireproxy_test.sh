@@ -250,12 +250,12 @@ run_checks wgconfig "$TMP/wgconfig.conf"
 check "the SOCKS5 password appears in no log" bash -c "! grep -qF 's3cret' '$TMP'/netstack-*.log"
 
 log "--- [Resolve] ResolveStrategy: the family a name is dialed on ---"
-# web.test has A 198.19.0.2 and AAAA fd00:19::2 (dns_server.py); B serves a different page
+# web.test has A 198.19.0.2 and AAAA fd00:19::2 (scripts/dns_responder.py); B serves a different page
 # on each, so the page says which address was dialed. web6.test has AAAA only.
 mkdir -p "$TMP/www6"
 echo "hello from B over IPv6" >"$TMP/www6/index.html"
 bg "$NS_B" http6 python3 -m http.server --bind fd00:19::2 --directory "$TMP/www6" 8000
-bg "$NS_B" dns python3 "$(dirname "$0")/dns_server.py" "$TMP/dns-queries.log"
+bg "$NS_B" dns python3 "$(dirname "$0")/../../scripts/dns_responder.py" --log "$TMP/dns-queries.log" 198.19.0.2 53 web.test=198.19.0.2 web.test=fd00:19::2 web6.test=fd00:19::2
 wait_listen "$NS_B" "[fd00:19::2]:8000" || fail "the IPv6 server"
 eventually 100 eval "nb ss -lunH | grep -qF 198.19.0.2:53" || fail "the DNS server"
 for strategy in ipv4 ipv6 auto; do
