@@ -6,17 +6,19 @@
 #   stream.py send ADDR PORT BYTES SEED      connects, sends BYTES bytes of the stream
 #
 # Each prints one line "BYTES SHA256" of what it sent or received, and exits 1 (with the
-# reason on stderr) if the peer is silent for IDLE seconds (a stalled tunnel) or the
+# reason on stderr) if the peer is silent for IDLE seconds (30, or $STREAM_IDLE: a stalled
+# tunnel) or the
 # connection fails. The bytes come from random.Random(SEED).randbytes in 1 MiB chunks:
 # the same SEED and BYTES always give the same stream, so the sender's digest is what
 # the receiver must reproduce.
 import hashlib
+import os
 import random
 import socket
 import sys
 
 CHUNK = 1 << 20
-IDLE = 30  # seconds without progress before giving up
+IDLE = float(os.environ.get("STREAM_IDLE", "30"))  # seconds without progress before giving up
 
 
 def recv(addr, port):
