@@ -59,8 +59,14 @@ void Device::close() {
     closing_ = true;
     tun_.close();
     buffers_.close();
+    // Each waiter tests closing_ under its mutex before it sleeps. Taking the mutex once
+    // after setting closing_ means a waiter is either before its test (and sees closing_)
+    // or asleep (and gets the notification); without it, one between test and sleep slept
+    // for good and close() joined it forever (a crypto worker, under ASan in CI).
+    { std::lock_guard lock(jobs_mu_); }
     jobs_cv_.notify_all();
     jobs_space_cv_.notify_all();
+    { std::lock_guard lock(hs_mu_); }
     hs_cv_.notify_all();
     poke_timers();
     if (tun_thread_.joinable()) tun_thread_.join();
