@@ -161,6 +161,24 @@ void on_cancel(StackImpl& s, Handler& h, F cancel) {
   });
 }
 
+// The start of an operation on a stream, listener or socket (o: its shared state, null
+// once closed): none fails with bad_descriptor, one that outlived its Stack with
+// operation_aborted (h completes with `zero...` as its other arguments, and nullopt is
+// returned). Else the operation's number, with its cancellation installed: cancel(*o,
+// number) on the Stack's thread.
+template <class Obj, class Handler, class Cancel, class... Zero>
+std::optional<uint64_t> begin_op(const std::shared_ptr<Obj>& o, Handler& h, Cancel cancel, Zero... zero) {
+  if (!o || o->gone()) {
+    complete_now(std::move(h), error_code(o ? asio::error::operation_aborted : asio::error::bad_descriptor), std::move(zero)...);
+    return std::nullopt;
+  }
+  const uint64_t gen = ++o->next_gen;
+  on_cancel(o->s, h, [w = std::weak_ptr<Obj>(o), gen, cancel] {
+    if (auto p = w.lock()) cancel(*p, gen);
+  });
+  return gen;
+}
+
 // Runs `op`, a coroutine on the Stack's thread, for handler h: h completes with op's
 // result, or at once with operation_aborted when its slot is cancelled (op is then told
 // to stop, terminal, and its result is dropped). For the operations made of others

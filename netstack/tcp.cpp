@@ -383,51 +383,21 @@ Endpoint TcpStream::local_endpoint() const { return conn_ ? conn_->local : Endpo
 Endpoint TcpStream::remote_endpoint() const { return conn_ ? conn_->remote : Endpoint{}; }
 
 void TcpStream::read_impl(asio::mutable_buffer b, asio::any_completion_handler<void(error_code, size_t)> h) {
-  if (!conn_) {
-    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
-    return;
-  }
-  if (conn_->gone()) {
-    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), size_t{0});
-    return;
-  }
-  const uint64_t gen = ++conn_->next_gen;
-  detail::on_cancel(conn_->s, h, [w = std::weak_ptr<detail::TcpConn>(conn_), gen] {
-    if (auto c = w.lock()) c->cancel_read(gen);
-  });
-  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h), gen]() mutable { c->start_read(b, std::move(h), gen); });
+  auto gen = detail::begin_op(conn_, h, [](detail::TcpConn& c, uint64_t g) { c.cancel_read(g); }, size_t{0});
+  if (!gen) return;
+  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h), g = *gen]() mutable { c->start_read(b, std::move(h), g); });
 }
 
 void TcpStream::write_impl(asio::const_buffer b, asio::any_completion_handler<void(error_code, size_t)> h) {
-  if (!conn_) {
-    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
-    return;
-  }
-  if (conn_->gone()) {
-    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), size_t{0});
-    return;
-  }
-  const uint64_t gen = ++conn_->next_gen;
-  detail::on_cancel(conn_->s, h, [w = std::weak_ptr<detail::TcpConn>(conn_), gen] {
-    if (auto c = w.lock()) c->cancel_write(gen);
-  });
-  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h), gen]() mutable { c->start_write(b, std::move(h), gen); });
+  auto gen = detail::begin_op(conn_, h, [](detail::TcpConn& c, uint64_t g) { c.cancel_write(g); }, size_t{0});
+  if (!gen) return;
+  asio::dispatch(conn_->s.io_, [c = conn_, b, h = std::move(h), g = *gen]() mutable { c->start_write(b, std::move(h), g); });
 }
 
 void TcpStream::wait_impl(asio::any_completion_handler<void(error_code)> h) {
-  if (!conn_) {
-    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor));
-    return;
-  }
-  if (conn_->gone()) {
-    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted));
-    return;
-  }
-  const uint64_t gen = ++conn_->next_gen;
-  detail::on_cancel(conn_->s, h, [w = std::weak_ptr<detail::TcpConn>(conn_), gen] {
-    if (auto c = w.lock()) c->cancel_read(gen);
-  });
-  asio::dispatch(conn_->s.io_, [c = conn_, h = std::move(h), gen]() mutable { c->start_wait(std::move(h), gen); });
+  auto gen = detail::begin_op(conn_, h, [](detail::TcpConn& c, uint64_t g) { c.cancel_read(g); });
+  if (!gen) return;
+  asio::dispatch(conn_->s.io_, [c = conn_, h = std::move(h), g = *gen]() mutable { c->start_wait(std::move(h), g); });
 }
 
 void TcpStream::shutdown_send() {
@@ -494,19 +464,9 @@ void TcpListener::close() {
 Endpoint TcpListener::local_endpoint() const { return l_ ? l_->local : Endpoint{}; }
 
 void TcpListener::accept_impl(asio::any_completion_handler<void(error_code, TcpStream)> h) {
-  if (!l_) {
-    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), TcpStream{});
-    return;
-  }
-  if (l_->gone()) {
-    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
-    return;
-  }
-  const uint64_t gen = ++l_->next_gen;
-  detail::on_cancel(l_->s, h, [w = std::weak_ptr<detail::TcpListen>(l_), gen] {
-    if (auto l = w.lock()) l->cancel_accept(gen);
-  });
-  asio::dispatch(l_->s.io_, [l = l_, h = std::move(h), gen]() mutable {
+  auto gen = detail::begin_op(l_, h, [](detail::TcpListen& l, uint64_t g) { l.cancel_accept(g); }, TcpStream{});
+  if (!gen) return;
+  asio::dispatch(l_->s.io_, [l = l_, h = std::move(h), gen = *gen]() mutable {
     if (!l->pcb) {
       detail::complete(l->s.executor(), std::move(h), error_code(asio::error::operation_aborted), TcpStream{});
     } else if (!l->pending.empty()) {

@@ -148,19 +148,9 @@ void UdpSocket::send_impl(asio::const_buffer b, Endpoint to, asio::any_completio
 
 void UdpSocket::receive_impl(asio::mutable_buffer b, Endpoint* from,
                              asio::any_completion_handler<void(error_code, size_t)> h) {
-  if (!u_) {
-    detail::complete_now(std::move(h), error_code(asio::error::bad_descriptor), size_t{0});
-    return;
-  }
-  if (u_->gone()) {
-    detail::complete_now(std::move(h), error_code(asio::error::operation_aborted), size_t{0});
-    return;
-  }
-  const uint64_t gen = ++u_->next_gen;
-  detail::on_cancel(u_->s, h, [w = std::weak_ptr<detail::UdpConn>(u_), gen] {
-    if (auto u = w.lock()) u->cancel_recv(gen);
-  });
-  asio::dispatch(u_->s.io_, [u = u_, b, from, h = std::move(h), gen]() mutable {
+  auto gen = detail::begin_op(u_, h, [](detail::UdpConn& u, uint64_t g) { u.cancel_recv(g); }, size_t{0});
+  if (!gen) return;
+  asio::dispatch(u_->s.io_, [u = u_, b, from, h = std::move(h), gen = *gen]() mutable {
     if (!u->pcb) return detail::complete(u->s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
     if (u->recv_h) return detail::complete(u->s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
     if (!u->queue.empty()) {
