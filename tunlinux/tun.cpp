@@ -290,6 +290,8 @@ Tun::Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned
       // USO was not offered we cannot tell, and a refused write turns it off.
       tcp_gro_(vnet_hdr && opts.gro),
       udp_gro_(vnet_hdr && opts.gro && (!opts.uso || (offloads & kTunFUso4))),
+      readv_(opts.readv),
+      writev_(opts.writev),
       scratch_(std::make_unique_for_overwrite<uint8_t[]>(kMaxPacket + 1)) {}
 
 Tun::~Tun() {
@@ -359,7 +361,7 @@ long Tun::read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> s
   const size_t hdr_len = vnet_hdr_ ? sizeof hdr : 0;
 
   ssize_t r;
-  while ((r = ::readv(fd_.load(std::memory_order_relaxed), iov, n)) < 0) {
+  while ((r = readv_(fd_.load(std::memory_order_relaxed), iov, n)) < 0) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN) return 0;
     // EBADFD: the interface was deleted under us (the event thread is closing us).
@@ -505,7 +507,7 @@ bool Tun::write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) 
 
 Tun::Sent Tun::send(const iovec* iov, int count, std::error_code& ec) {
   for (;;) {
-    if (::writev(fd_.load(std::memory_order_relaxed), iov, count) >= 0) return Sent::ok;
+    if (writev_(fd_.load(std::memory_order_relaxed), iov, count) >= 0) return Sent::ok;
     switch (errno) {
       case EINTR:
         continue;
@@ -514,6 +516,9 @@ Tun::Sent Tun::send(const iovec* iov, int count, std::error_code& ec) {
         return ec ? Sent::failed : Sent::dropped;  // no room in time: drop this one
       case EINVAL:
         return Sent::refused;  // not IPv4/IPv6 or malformed: the kernel's verdict on this packet only
+      case ENOMEM:
+      case ENOBUFS:
+        return Sent::dropped;  // no memory for this packet now, as a full queue drops one
       case EBADFD:
         ec = canceled();
         return Sent::failed;

@@ -50,6 +50,10 @@ public:
     // starts at 500, 26 ms of a 200 Mbit/s UDP flow, which a descheduled reader on a
     // busy 2-vCPU machine outlasts.
     unsigned queue_len = 1024;
+    // The system calls behind read() and write(), never null: tests put the kernel's
+    // transient failures (EINTR, EAGAIN, ENOMEM) exactly where the real calls are.
+    ssize_t (*readv)(int, const iovec*, int) = ::readv;
+    ssize_t (*writev)(int, const iovec*, int) = ::writev;
     // All on, less what WG_TUN_DISABLE_TSO/USO/GRO turn off.
     static Options from_env();
   };
@@ -98,8 +102,9 @@ public:
   // packets of one flow leave as one coalesced packet (Gro, one writev() each; the
   // packets' bytes are not changed). If the kernel refuses a coalesced packet (EINVAL),
   // that kind of GRO (TCP or UDP) is turned off for the device and the run is written
-  // packet by packet. Packets the kernel refuses (EINVAL: not IPv4/IPv6, malformed) are
-  // skipped and counted; the batch goes on. Returns the number of packets written.
+  // packet by packet. Packets the kernel refuses (EINVAL: not IPv4/IPv6, malformed) or
+  // cannot take now (ENOMEM/ENOBUFS: no memory for it; EAGAIN for longer than 100 ms)
+  // are skipped and counted; the batch goes on. EINTR is retried. Returns the number of packets written.
   // Stops with io_error while the interface is down, operation_canceled after close().
   size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) override;
 
@@ -138,7 +143,7 @@ public:
   struct Counters {
     uint64_t read_dropped = 0;     // bad virtio-net header or GSO packet, longer than the buffer
     uint64_t read_split = 0;       // super-packets split into segments
-    uint64_t write_rejected = 0;   // refused by the kernel (EINVAL) or timed out on EAGAIN
+    uint64_t write_rejected = 0;   // refused by the kernel (EINVAL, ENOMEM, ENOBUFS) or timed out on EAGAIN
     uint64_t write_coalesced = 0;  // coalesced packets the kernel took
   };
   Counters counters() const;
@@ -207,6 +212,8 @@ private:
   std::atomic<bool> deleted_{false};
   std::atomic<int> mtu_{0};
   std::atomic<bool> tcp_gro_, udp_gro_;  // only ever go from true to false
+  ssize_t (*const readv_)(int, const iovec*, int);
+  ssize_t (*const writev_)(int, const iovec*, int);
   std::atomic<uint64_t> read_dropped_{0}, read_split_{0}, write_rejected_{0}, write_coalesced_{0};
 
   // Read state (read() runs on one thread at a time): the largest packet a read can

@@ -34,6 +34,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -918,5 +919,154 @@ TEST_CASE("tun: the core over a real TUN survives read faults and does not spin 
     EXPECT(tun->counters().read_dropped == 0);
     a.close();
     b.close();
+  });
+}
+
+// ---- faults from the TUN's own system calls -------------------------------------------
+
+namespace {
+
+// readv()/writev() that fail as a loaded kernel does, on a script: call i takes
+// script[i] (0 = the real call), past the script every call is the real one. Each test
+// runs in its own child process, so the script is that child's alone.
+std::vector<int> g_readv_script, g_writev_script;
+size_t g_readv_calls = 0, g_writev_calls = 0;
+
+ssize_t scripted_readv(int fd, const iovec* iov, int n) {
+  const size_t i = g_readv_calls++;
+  if (i < g_readv_script.size() && g_readv_script[i] != 0) {
+    errno = g_readv_script[i];
+    return -1;
+  }
+  return ::readv(fd, iov, n);
+}
+
+ssize_t scripted_writev(int fd, const iovec* iov, int n) {
+  const size_t i = g_writev_calls++;
+  if (i < g_writev_script.size() && g_writev_script[i] != 0) {
+    errno = g_writev_script[i];
+    return -1;
+  }
+  return ::writev(fd, iov, n);
+}
+
+// Reads until the kernel answered every echo request in `want` (id 0x7767); a reply to
+// one in `never` (a request that was dropped) fails.
+void expect_replies(Tun& tun, std::set<uint16_t> want, const std::set<uint16_t>& never) {
+  Batch b;
+  while (!want.empty()) {
+    std::error_code ec;
+    const size_t n = tun.read(b.spans, b.sizes, kOffset, ec);
+    EXPECT_MSG(!ec, ec.message());
+    for (size_t i = 0; i < n; ++i) {
+      const auto p = b.packet(i);
+      if (p.size() != 60 || p[0] != 0x45 || p[9] != IPPROTO_ICMP || p[20] != 0 || be16(&p[24]) != 0x7767) continue;
+      const uint16_t seq = be16(&p[26]);
+      EXPECT_MSG(!never.contains(seq), "a reply to dropped request " + std::to_string(seq));
+      want.erase(seq);
+    }
+  }
+}
+
+std::unique_ptr<Tun> make_scripted_tun() {
+  Tun::Options opts;  // every offload on, whatever the environment says
+  opts.readv = scripted_readv;
+  opts.writev = scripted_writev;
+  std::error_code ec;
+  auto tun = Tun::create(kIf, 0, opts, ec);
+  EXPECT_MSG(tun && !ec, ec.message());
+  return tun;
+}
+
+}  // namespace
+
+TEST_CASE("tun: EINTR and EAGAIN from readv lose nothing, another error is reported and loses nothing",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    step("create");
+    auto tun = make_scripted_tun();
+    bring_up();
+    Batch b;
+    std::deque<std::vector<uint8_t>> arrived;  // read, not yet checked (a batch may hold several)
+    auto next_datagram = [&](int i) {
+      while (arrived.empty()) {
+        std::error_code ec;
+        const size_t n = tun->read(b.spans, b.sizes, kOffset, ec);
+        EXPECT_MSG(!ec, ec.message());
+        for (size_t k = 0; k < n; ++k)
+          if (is_udp_to_discard(b.packet(k))) arrived.emplace_back(b.packet(k).begin(), b.packet(k).end());
+      }
+      check_udp(arrived.front(), "datagram " + std::to_string(i));
+      arrived.pop_front();
+    };
+
+    step("EINTR and EAGAIN with datagrams queued");
+    // Each datagram is queued before the read that meets the faults: an EINTR must be
+    // retried at once, an EAGAIN that lies about an empty queue must end in a poll that
+    // finds the datagram, not in a lost or reordered one.
+    g_readv_script = {EINTR, EAGAIN, 0, EINTR, EINTR, 0, EAGAIN, EAGAIN, 0, EAGAIN, EINTR, 0};
+    g_readv_calls = 0;
+    for (int i = 0; i < 4; ++i) {
+      send_udp("datagram " + std::to_string(i));
+      next_datagram(i);
+    }
+    EXPECT_MSG(g_readv_calls >= g_readv_script.size(), std::to_string(g_readv_calls) + " readv calls");
+
+    step("EIO from readv");
+    send_udp("datagram 4");
+    send_udp("datagram 5");
+    g_readv_script.assign(g_readv_calls, 0);  // the next call fails, the ones after are real
+    g_readv_script.push_back(EIO);
+    std::error_code ec;
+    const size_t n = tun->read(b.spans, b.sizes, kOffset, ec);
+    EXPECT_MSG(n == 0 && ec == std::errc::io_error, std::to_string(n) + " packets, " + ec.message());
+    next_datagram(4);  // still queued, in order
+    next_datagram(5);
+    EXPECT(tun->counters().read_dropped == 0);
+  });
+}
+
+TEST_CASE("tun: EINTR and EAGAIN from writev are retried, ENOMEM drops one packet, EIO stops the batch",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    step("create");
+    auto tun = make_scripted_tun();
+    bring_up();
+    // Echo requests are never coalesced: one writev each, so call i is request i.
+    auto requests = [](uint16_t first, int count) {
+      std::vector<std::vector<uint8_t>> r;
+      for (int i = 0; i < count; ++i) r.push_back(echo_request(0x7767, static_cast<uint16_t>(first + i)));
+      return r;
+    };
+    auto spans = [](std::vector<std::vector<uint8_t>>& r) { return std::vector<std::span<uint8_t>>(r.begin(), r.end()); };
+
+    step("EINTR, EAGAIN, ENOMEM and ENOBUFS in one batch");
+    // Requests 0-7: EINTR and EAGAIN before request 1 (retried: it goes), ENOMEM on
+    // request 3 and ENOBUFS on request 6 (each dropped alone, the batch goes on).
+    g_writev_script = {0, EINTR, EAGAIN, EINTR, 0, 0, ENOMEM, 0, 0, ENOBUFS, 0};
+    g_writev_calls = 0;
+    auto first = requests(100, 8);
+    auto first_spans = spans(first);
+    std::error_code ec;
+    const size_t written = tun->write(first_spans, kOffset, ec);
+    EXPECT_MSG(!ec, ec.message());
+    EXPECT_MSG(written == 6, std::to_string(written) + " written");
+    EXPECT(g_writev_calls == g_writev_script.size());
+    EXPECT(tun->counters().write_rejected == 2);
+    expect_replies(*tun, {100, 101, 102, 104, 105, 107}, {103, 106});
+
+    step("EIO stops the batch");
+    g_writev_script = {0, EIO};
+    g_writev_calls = 0;
+    auto second = requests(200, 4);
+    auto second_spans = spans(second);
+    EXPECT(tun->write(second_spans, kOffset, ec) == 1);
+    EXPECT_MSG(ec == std::errc::io_error, ec.message());
+    EXPECT(g_writev_calls == 2);  // not retried, the rest not tried
+    expect_replies(*tun, {200}, {201, 202, 203});
+    ping_through(*tun, 300);  // the next write goes
+    EXPECT(tun->counters().write_rejected == 2);
   });
 }
