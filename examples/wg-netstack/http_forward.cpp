@@ -68,12 +68,19 @@ void copy_end_to_end(const http::fields& from, http::fields& to) {
   to.insert(http::field::via, kVia);
 }
 
+// How a relayed message ended: ec set when it failed, at_dst when that was the write to
+// dst (else the read from src).
+struct Relayed {
+  error_code ec;
+  bool at_dst = false;
+};
+
 // The body of the message `in` is parsing, written behind `out`'s header to `dst`, piece
 // by piece. `out` carries the header to send; its body is set here.
 template <bool isRequest, class Src, class Dst>
-awaitable<error_code> relay_message(Src& src, boost::beast::flat_buffer& src_buf,
-                                    http::parser<isRequest, http::buffer_body>& in, Dst& dst,
-                                    http::message<isRequest, http::buffer_body>& out) {
+awaitable<Relayed> relay_message(Src& src, boost::beast::flat_buffer& src_buf,
+                                 http::parser<isRequest, http::buffer_body>& in, Dst& dst,
+                                 http::message<isRequest, http::buffer_body>& out) {
   http::serializer<isRequest, http::buffer_body> sr{out};
   std::array<char, kPiece> piece;
   out.body().data = nullptr;
@@ -82,13 +89,13 @@ awaitable<error_code> relay_message(Src& src, boost::beast::flat_buffer& src_buf
   for (;;) {
     auto [wec, wn] = co_await http::async_write(dst, sr, kTry);
     if (wec == http::error::need_buffer) wec = {};
-    if (wec) co_return wec;
-    if (sr.is_done()) co_return error_code{};
+    if (wec) co_return Relayed{wec, true};
+    if (sr.is_done()) co_return Relayed{};
     in.get().body().data = piece.data();
     in.get().body().size = piece.size();
     auto [rec, rn] = co_await http::async_read_some(src, src_buf, in, kTry);
     if (rec == http::error::need_buffer) rec = {};
-    if (rec) co_return rec;
+    if (rec) co_return Relayed{rec, false};
     // No data this time (the read only parsed a chunk's header, say): a null buffer, which
     // the serializer waits on; an empty one would end a chunked body ("0\r\n\r\n").
     out.body().size = piece.size() - in.get().body().size;
@@ -178,10 +185,14 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
       up.key = key;
     }
     const bool may_resend = reused && resendable && !retried;
-    if (auto ec = co_await relay_message(client, buf, req_in, *up.stream, req_out)) {
-      wg::log::verbose("http: request to {}: {}", key, ec.message());
+    if (auto r = co_await relay_message(client, buf, req_in, *up.stream, req_out); r.ec) {
+      wg::log::verbose("http: request to {}: {}", key, r.ec.message());
       up = {};
+      if (!r.at_dst) co_return false;  // the client's side failed: nobody to answer
       if (may_resend) continue;
+      // The origin failed while the request went to it (a kept connection it had closed
+      // and reset, say): nothing of a response has reached the client yet.
+      co_await refuse(client, http::status::bad_gateway, key + ": sending the request: " + r.ec.message());
       co_return false;
     }
     // The response: informational ones (1xx but 101) passed on as they come, then the
@@ -241,8 +252,8 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
   }
   res_out.keep_alive(keep_alive);
   const bool origin_reusable = res.keep_alive() && !res_in->need_eof();
-  if (auto ec = co_await relay_message(*up.stream, up.buf, *res_in, client, res_out)) {
-    wg::log::verbose("http: response from {}: {}", key, ec.message());
+  if (auto r = co_await relay_message(*up.stream, up.buf, *res_in, client, res_out); r.ec) {
+    wg::log::verbose("http: response from {}: {}", key, r.ec.message());
     up = {};
     co_return false;
   }

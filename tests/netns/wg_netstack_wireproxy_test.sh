@@ -79,6 +79,24 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(out)
 http.server.ThreadingHTTPServer(("198.19.0.2", 8002), H).serve_forever()'
+# The same on port 8003, but an idle kept connection ends with a reset (SO_LINGER 0), as
+# some origins and load balancers end them: the proxy's next write on it fails at once.
+bg "$NS_B" reset-origin python3 -c '
+import http.server, socket, struct
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 0.5
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"kept\n")
+    do_POST = do_GET
+class S(http.server.ThreadingHTTPServer):
+    def shutdown_request(self, request):
+        request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        request.close()
+S(("198.19.0.2", 8003), H).serve_forever()'
 bg "$NS_A" local-http python3 -m http.server --bind 127.0.0.1 --directory "$TMP/local" 25545
 bg "$NS_B" udp-echo python3 -c '
 import socket
@@ -87,7 +105,7 @@ s.bind(("198.19.0.2", 7007))
 while True:
     d, a = s.recvfrom(65535)
     s.sendto(b"echo %d " % a[1] + d, a)'
-wait_listen "$NS_B" 198.19.0.2:8000 && wait_listen "$NS_B" 198.19.0.2:8002 && wait_listen "$NS_A" 127.0.0.1:25545 || fail "servers"
+wait_listen "$NS_B" 198.19.0.2:8000 && wait_listen "$NS_B" 198.19.0.2:8002 && wait_listen "$NS_B" 198.19.0.2:8003 && wait_listen "$NS_A" 127.0.0.1:25545 || fail "servers"
 
 # The WireGuard part, as a wg-quick file (for WGConfig) and inline.
 cat >"$TMP/wg0.conf" <<CONF
@@ -161,14 +179,19 @@ run_checks() {
   out=$(na curl -sS --max-time 20 -x http://127.0.0.1:25345 http://198.19.0.2:8000/index.html)
   check "$what: [http], a plain GET ($out)" test "$out" = "hello from B"
   # Requests on one connection to the proxy, 1.5 s apart (its idle limit here: 3 s): the
-  # origin has closed the kept connection in between. The GET goes again on a new one; a
-  # POST (not idempotent) may have been acted on, so it gets 502 rather than a second try.
-  out=$(na timeout 30 python3 -c '
-import socket, time
+  # origin has closed the kept connection in between (8002: with a FIN, so the request
+  # goes out and meets a reset; 8003: with a reset, so writing it fails). The GET goes
+  # again on a new one; a POST (not idempotent) may have been acted on, so it gets 502
+  # rather than a second try ("none": the proxy closed without an answer).
+  local port
+  for port in 8002 8003; do
+    out=$(na timeout 30 python3 -c '
+import socket, sys, time
+port = sys.argv[1]
 c = socket.create_connection(("127.0.0.1", 25345))
 c.settimeout(10)
 def ask(method):
-    c.sendall(("%s http://198.19.0.2:8002/k HTTP/1.1\r\nHost: 198.19.0.2:8002\r\nContent-Length: 0\r\n\r\n" % method).encode())
+    c.sendall(("%s http://198.19.0.2:%s/k HTTP/1.1\r\nHost: 198.19.0.2:%s\r\nContent-Length: 0\r\n\r\n" % (method, port, port)).encode())
     r = b""
     while b"\r\n\r\n" not in r or not (r.endswith(b"kept\n") or b" 502 " in r):
         d = c.recv(4096)
@@ -177,9 +200,10 @@ def ask(method):
         r += d
     return r.split(b" ")[1].decode() if r else "none"
 a = ask("GET"); time.sleep(1.5); b = ask("GET"); time.sleep(1.5); p = ask("POST")
-print(a, b, p)' 2>&1)
-  check "$what: [http] a GET after the origin closed the kept connection goes again, a POST gets 502 ($out)" \
-    test "$out" = "200 200 502"
+print(a, b, p)' "$port" 2>&1)
+    check "$what: [http] a GET after the origin (:$port) closed the kept connection goes again, a POST gets 502 ($out)" \
+      test "$out" = "200 200 502"
+  done
   wait_listen "$NS_A" 127.0.0.1:25346 || fail "$what: the HTTPS proxy does not listen"
   local tls=(-x https://127.0.0.1:25346 --proxy-cacert "$TMP/proxy.crt")
   out=$(na curl -sS --max-time 20 "${tls[@]}" http://198.19.0.2:8000/index.html http://198.19.0.2:8000/index.html 2>&1)
