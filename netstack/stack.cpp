@@ -1,5 +1,10 @@
-// The Stack: lwIP's thread and timers, the netif that joins lwIP to the WireGuard
-// device, and the batched packet queues between the two.
+// The Stack: the netif that joins lwIP to the WireGuard device and the batched packet
+// queues between the two; the Core: the process's one lwIP thread and its timers, which
+// every Stack shares.
+//
+//   Stack A ─ netif A (index a) ─┐                         every pcb of A bound to netif a:
+//   Stack B ─ netif B (index b) ─┼─ lwIP (globals) ─ Core   input matched, output routed,
+//   ...                          ┘   one thread, timers     ports held per netif (0011)
 #include <pthread.h>
 
 #include <cstring>
@@ -26,7 +31,7 @@ namespace netstack {
 namespace detail {
 namespace {
 
-std::atomic<bool> g_stack_exists{false};
+std::atomic<int> g_stacks{0};  // Stacks in the process
 constexpr size_t kOutQueueLimit = 8192;  // packets lwIP produced that WireGuard has not read
 constexpr size_t kInQueueLimit = 8192;
 
@@ -50,12 +55,65 @@ wg::IpAddress from_lwip(const ip_addr_t& a) {
   return wg::IpAddress::v6(reinterpret_cast<const uint8_t*>(ip_2_ip6(&a)->addr));
 }
 
-StackImpl::StackImpl(const StackOptions& o)
-    : options(o), work_(io_.get_executor()), timer_(io_) {
+// --- Core ---
+
+namespace {
+std::mutex g_core_mu;      // held while a Core is made or ended
+std::weak_ptr<Core> g_core;
+}  // namespace
+
+std::shared_ptr<Core> Core::acquire() {
+  std::lock_guard lock(g_core_mu);
+  if (auto c = g_core.lock()) return c;
+  // Ended under the mutex: a Core made meanwhile would run lwIP beside the old thread.
+  std::shared_ptr<Core> c(new Core, [](Core* c) {
+    std::lock_guard lock(g_core_mu);
+    delete c;
+  });
+  g_core = c;
+  return c;
+}
+
+Core::Core() : work_(io.get_executor()), timer_(io) {
   // lwIP's globals (and its timer list) are initialised once per process.
   static std::once_flag lwip_once;
   std::call_once(lwip_once, [] { lwip_init(); });
-  tcp_cc_default = options.tcp_congestion == StackOptions::Congestion::bbr ? TCP_CC_BBR : TCP_CC_CUBIC;
+  asio::post(io, [this] { schedule_timers(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "wg-netstack");  // for ps, top -H, perf, gdb
+    io.run();
+  });
+}
+
+// The last Stack has ended: nothing of lwIP is left but its cyclic timers, which the next
+// Core runs again.
+Core::~Core() {
+  asio::post(io, [this] { timer_.cancel(); });
+  work_.reset();
+  io.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+// lwIP's timers (TCP fast/slow, reassembly, ND) for every Stack: run them and sleep until
+// the next one, never longer than 50 ms so timers armed by new activity are not late by
+// more.
+void Core::schedule_timers() {
+  sys_check_timeouts();
+  u32_t sleep = sys_timeouts_sleeptime();
+  if (sleep > 50) sleep = 50;
+  timer_.expires_after(std::chrono::milliseconds(sleep));
+  timer_.async_wait([this](const error_code& ec) {
+    if (!ec) schedule_timers();
+  });
+}
+
+// --- Stack ---
+
+StackImpl::StackImpl(const StackOptions& o) : options(o), core_(Core::acquire()), io_(core_->io) {
+  call([this] { add_netif(); });
+}
+
+void StackImpl::add_netif() {
   ip4_addr_t addr4{}, mask4{}, gw4{};
   for (auto& p : options.addresses) {
     if (!p.addr.is_v4()) continue;
@@ -77,67 +135,94 @@ StackImpl::StackImpl(const StackOptions& o)
   // WireGuard authenticated every byte: skip inbound checksum checks, always generate.
   NETIF_SET_CHECKSUM_CTRL(&nif_, NETIF_CHECKSUM_GEN_IP | NETIF_CHECKSUM_GEN_UDP | NETIF_CHECKSUM_GEN_TCP |
                                      NETIF_CHECKSUM_GEN_ICMP | NETIF_CHECKSUM_GEN_ICMP6);
-  netif_set_default(&nif_);
+  // No default netif: every pcb is bound to its Stack's netif, and what lwIP sends
+  // without one while handling input leaves where the input came in (lwipopts.h).
   netif_set_link_up(&nif_);
   netif_set_up(&nif_);
+}
 
-  schedule_timers();
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "wg-netstack");  // for ps, top -H, perf, gdb
-    io_.run();
-  });
+void StackImpl::use_options() {
+  tcp_cc_default = options.tcp_congestion == StackOptions::Congestion::bbr ? TCP_CC_BBR : TCP_CC_CUBIC;
+}
+
+tcp_pcb* StackImpl::new_tcp(u8_t type) {
+  use_options();
+  tcp_pcb* p = tcp_new_ip_type(type);
+  if (p) tcp_bind_netif(p, &nif_);
+  return p;
+}
+
+udp_pcb* StackImpl::new_udp(u8_t type) {
+  udp_pcb* p = udp_new_ip_type(type);
+  if (p) udp_bind_netif(p, &nif_);
+  return p;
+}
+
+raw_pcb* StackImpl::new_raw(u8_t type, u8_t proto) {
+  raw_pcb* p = raw_new_ip_type(type, proto);
+  if (p) raw_bind_netif(p, &nif_);
+  return p;
 }
 
 // The end of a Stack with operations still pending: every connection reset, every
-// listener and socket closed, every ping abandoned, so that each pending operation
-// completes with operation_aborted. The thread then runs until the operations made of
-// others (lookups, dials by name: spawn_cancellable) have ended too, kDrainTime at most,
-// and one round more for their completions; then it stops. Objects that outlive the
-// Stack (streams, listeners, sockets the program still holds) do nothing: gone().
+// listener and socket closed, every ping abandoned and every lookup and dial by name
+// (spawn_cancellable) stopped, so that each pending operation completes with
+// operation_aborted. Then the Stack waits on the shared thread until those coroutines
+// have ended (they hold the Stack; kDrainTime is when it starts to complain), and one
+// round more for their completions. Objects that outlive the Stack (streams, listeners,
+// sockets the program still holds) do nothing: gone(). The other Stacks go on.
 StackImpl::~StackImpl() {
   close();
   call([this] {
     alive.reset();  // before anything completes: what completes sees the Stack gone
     closing = true;
     abort_everything();
-    timer_.cancel();
-    netif_remove(&nif_);
+    netif_remove(&nif_);  // patch 0011: the other Stacks' connections on the same addresses stay
   });
-  for (auto until = std::chrono::steady_clock::now() + kDrainTime;
-       spawned.load() > 0 && std::chrono::steady_clock::now() < until;) {
+  g_stacks.fetch_sub(1);
+  bool warned = false;
+  for (auto since = std::chrono::steady_clock::now(); spawned->load() > 0;) {
     call([] {});  // a round of what is queued on the thread
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!warned && std::chrono::steady_clock::now() - since > kDrainTime) {
+      warned = true;
+      wg::log::error("netstack: {} lookups or dials by name still running {} s after the Stack's end", spawned->load(),
+                   kDrainTime.count());
+    }
   }
   call([] {});
-  work_.reset();
-  io_.stop();
-  if (thread_.joinable()) thread_.join();
-  g_stack_exists = false;
 }
 
+// Every pcb of this Stack (bound to its netif), not the other Stacks'.
 void StackImpl::abort_everything() {
+  const u8_t idx = netif_get_index(&nif_);
   std::vector<std::shared_ptr<TcpConn>> conns;
   std::vector<std::shared_ptr<TcpListen>> listens;
   std::vector<std::shared_ptr<UdpConn>> udps;
   for (tcp_pcb* list : {tcp_active_pcbs, tcp_bound_pcbs})
     for (tcp_pcb* p = list; p; p = p->next)
-      if (p->callback_arg) conns.push_back(static_cast<TcpConn*>(p->callback_arg)->shared_from_this());
+      if (p->netif_idx == idx && p->callback_arg)
+        conns.push_back(static_cast<TcpConn*>(p->callback_arg)->shared_from_this());
   for (tcp_pcb_listen* p = tcp_listen_pcbs.listen_pcbs; p; p = p->next)
-    if (p->callback_arg) listens.push_back(static_cast<TcpListen*>(p->callback_arg)->shared_from_this());
+    if (p->netif_idx == idx && p->callback_arg)
+      listens.push_back(static_cast<TcpListen*>(p->callback_arg)->shared_from_this());
   for (udp_pcb* p = udp_pcbs; p; p = p->next)
-    if (p->recv_arg) udps.push_back(static_cast<UdpConn*>(p->recv_arg)->shared_from_this());
+    if (p->netif_idx == idx && p->recv_arg) udps.push_back(static_cast<UdpConn*>(p->recv_arg)->shared_from_this());
   for (auto& c : conns) {
     c->local_abort = true;
     c->close(true);
   }
   for (auto& l : listens) l->close();
   for (auto& u : udps) u->close();
-  auto pings = std::move(abandon);
-  for (auto& [id, f] : pings) f();
+  auto pending = std::move(abandon);
+  for (auto& [id, f] : pending) f();
   // What lwIP still holds without us (TIME_WAIT, closing): freed (a reset it sends
   // goes into the closed device).
-  while (tcp_tw_pcbs) tcp_abort(tcp_tw_pcbs);
-  while (tcp_active_pcbs) tcp_abort(tcp_active_pcbs);
+  std::vector<tcp_pcb*> left;
+  for (tcp_pcb* list : {tcp_tw_pcbs, tcp_active_pcbs})
+    for (tcp_pcb* p = list; p; p = p->next)
+      if (p->netif_idx == idx) left.push_back(p);
+  for (tcp_pcb* p : left) tcp_abort(p);
 }
 
 err_t StackImpl::netif_init(netif* n) {
@@ -202,7 +287,6 @@ size_t StackImpl::read(std::span<const std::span<uint8_t>> bufs, std::span<size_
 }
 
 size_t StackImpl::write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) {
-  bool schedule = false;
   size_t accepted = 0;
   {
     std::lock_guard lock(in_mu_);
@@ -224,12 +308,45 @@ size_t StackImpl::write(std::span<const std::span<uint8_t>> bufs, size_t offset,
       in_q_.push_back(std::move(pkt));
       ++accepted;
     }
-    if (!in_scheduled_ && !in_q_.empty()) schedule = in_scheduled_ = true;
+    // One hop to the Stack's thread per batch, not per packet; posted under the lock, so
+    // that the Stack's end (close(), then a round on the thread) finds it queued.
+    if (!in_scheduled_ && !in_q_.empty()) {
+      in_scheduled_ = true;
+      asio::post(io_, [this] { drain_inbound(); });
+    }
   }
-  // One hop to the Stack's thread per batch, not per packet.
-  if (schedule) asio::post(io_, [this] { drain_inbound(); });
   ec.clear();
   return accepted;
+}
+
+// Whether lwIP should see a packet: not when it is unicast to an address this Stack
+// does not have. lwIP alone would take it for another Stack's netif with that address
+// (it accepts a packet for any of its netifs); a single Stack dropped it the same way.
+// What is too short to tell goes to lwIP, which drops it.
+bool StackImpl::for_us(const std::vector<uint8_t>& pkt) const {
+  const uint8_t version = pkt[0] >> 4;
+  if (version == 4 && pkt.size() >= 20) {
+    const uint8_t* dst = &pkt[16];
+    if (dst[0] >= 224) return true;  // multicast, limited broadcast
+    for (const auto& p : options.addresses) {
+      if (!p.addr.is_v4()) continue;
+      if (std::memcmp(dst, p.addr.bytes.data(), 4) == 0) return true;
+      uint32_t a, d;
+      std::memcpy(&a, p.addr.bytes.data(), 4);
+      std::memcpy(&d, dst, 4);
+      const uint32_t host = p.bits >= 31 ? 0 : lwip_htonl(~0u >> p.bits);
+      if (host && (d & host) == host && (d & ~host) == (a & ~host)) return true;  // subnet broadcast
+    }
+    return false;
+  }
+  if (version == 6 && pkt.size() >= 40) {
+    const uint8_t* dst = &pkt[24];
+    if (dst[0] == 0xff) return true;  // multicast
+    for (const auto& p : options.addresses)
+      if (p.addr.is_v6() && std::memcmp(dst, p.addr.bytes.data(), 16) == 0) return true;
+    return false;
+  }
+  return true;
 }
 
 void StackImpl::drain_inbound() {
@@ -240,9 +357,10 @@ void StackImpl::drain_inbound() {
     in_scheduled_ = false;
   }
   in_batch_ = true;
+  use_options();  // for the connections the batch opens
   tcp_input_batch_begin();
   for (auto& pkt : batch) {
-    if (pkt.empty() || pkt.size() > 0xffff) continue;
+    if (pkt.empty() || pkt.size() > 0xffff || !for_us(pkt)) continue;
     pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(pkt.size()), PBUF_RAM);
     if (!p) {
       dropped.fetch_add(1, std::memory_order_relaxed);
@@ -262,18 +380,6 @@ void StackImpl::drain_inbound() {
   std::lock_guard lock(in_mu_);
   for (auto& pkt : batch)
     if (in_free_.size() < 256) in_free_.push_back(std::move(pkt));
-}
-
-// lwIP's timers (TCP fast/slow, reassembly, ND): run them and sleep until the next one,
-// never longer than 50 ms so timers armed by new activity are not late by more.
-void StackImpl::schedule_timers() {
-  sys_check_timeouts();
-  u32_t sleep = sys_timeouts_sleeptime();
-  if (sleep > 50) sleep = 50;
-  timer_.expires_after(std::chrono::milliseconds(sleep));
-  timer_.async_wait([this](const error_code& ec) {
-    if (!ec) schedule_timers();
-  });
 }
 
 void StackImpl::close() {
@@ -300,14 +406,14 @@ std::string Endpoint::to_string() const {
 }
 
 std::unique_ptr<Stack> Stack::create(const StackOptions& options, std::error_code& ec) {
-  bool expected = false;
-  if (!detail::g_stack_exists.compare_exchange_strong(expected, true)) {
-    ec = std::make_error_code(std::errc::device_or_resource_busy);
+  if (options.mtu < 1280 || options.mtu > 65535) {
+    ec = std::make_error_code(std::errc::invalid_argument);
     return nullptr;
   }
-  if (options.mtu < 1280 || options.mtu > 65535) {
-    detail::g_stack_exists = false;
-    ec = std::make_error_code(std::errc::invalid_argument);
+  // lwIP numbers netifs in a byte (and asserts past 255 of them).
+  if (detail::g_stacks.fetch_add(1) >= kMaxStacks) {
+    detail::g_stacks.fetch_sub(1);
+    ec = std::make_error_code(std::errc::too_many_files_open);
     return nullptr;
   }
   ec.clear();

@@ -2,9 +2,13 @@
 // is a tun::Device under the WireGuard core, and the dialer API on top of it: TCP
 // streams and listeners, UDP sockets, ping and DNS through the tunnel.
 //
-// lwIP keeps all its state in globals: one Stack per process. lwIP runs on the Stack's
-// own thread, driven by an Asio io_context (get_executor()); every socket operation runs
-// there and completes on the handler's associated executor (the Stack's by default).
+// Several Stacks may live in one process, each with its own netif, addresses (the same
+// ones as another Stack's, if need be), connections, ports and wg::Device. lwIP keeps its
+// state in globals, so all Stacks of a process share one lwIP thread, driven by an Asio
+// io_context (get_executor(): the same executor for every Stack), and lwIP's memory
+// pools (lwipopts.h: MEMP_NUM_TCP_PCB and the rest are for the process, not per Stack).
+// Every socket operation runs there and completes on the handler's associated executor
+// (the Stack's by default).
 // Async operations take Asio completion tokens (callbacks, use_awaitable, use_future,
 // deferred); blocking helpers exist for simple programs and must not be called from the
 // Stack's thread.
@@ -21,12 +25,15 @@
 // Lifetimes: closing a stream, listener or socket completes its pending operations with
 // operation_aborted. Destroying the Stack aborts every connection and completes every
 // pending operation, its own and the lookups' and dials' by name, with operation_aborted
-// before its thread ends (the completions run on their handlers' executors; the Stack
-// waits up to 2 s for them). Streams, listeners and sockets may outlive the Stack: their
-// operations then fail with operation_aborted and close() does nothing. What is not
-// safe: destroying the Stack on one thread while another starts operations on it or on
-// its objects, and destroying it while a wg::Device still runs on it (destroy the Device
-// first; wgnet::Tunnel does).
+// before the destructor returns (the completions run on their handlers' executors; the
+// destructor waits for the lookups and dials it stopped). The other Stacks of the
+// process go on untouched; the shared thread ends with the last Stack. Streams,
+// listeners and sockets may outlive the Stack: their operations then fail with
+// operation_aborted and close() does nothing. What is not safe: destroying the Stack on
+// one thread while another starts operations on it or on its objects, destroying it on
+// the lwIP thread itself (in a completion handler running on get_executor()), and
+// destroying it while a wg::Device still runs on it (destroy the Device first;
+// wgnet::Tunnel does).
 #pragma once
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -230,7 +237,9 @@ std::vector<wg::IpAddress> dial_order(const std::vector<wg::IpAddress>& addrs, D
 
 class Stack final : public tun::Device {
 public:
-  // Fails with errc::device_or_resource_busy if this process already has a Stack.
+  // At most kMaxStacks at once (lwIP numbers its netifs in a byte): past that
+  // errc::too_many_files_open. An MTU outside 1280-65535: errc::invalid_argument.
+  static constexpr int kMaxStacks = 250;
   static std::unique_ptr<Stack> create(const StackOptions& options, std::error_code& ec);
   ~Stack() override;
 

@@ -28,6 +28,7 @@ extern "C" {
 #include "lwip/ip_addr.h"
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
+#include "lwip/raw.h"
 #include "lwip/tcp.h"
 #include "lwip/udp.h"
 }
@@ -59,6 +60,27 @@ void complete_now(Handler&& h, Args&&... args) {
 ip_addr_t to_lwip(const wg::IpAddress& a);
 wg::IpAddress from_lwip(const ip_addr_t& a);
 
+// The process's one lwIP: the thread every Stack's work runs on (an io_context) and
+// lwIP's timers. Made by the first Stack, ended after the last (stack.cpp).
+class Core {
+public:
+  // The running Core, or a new one (lwIP initialised once per process).
+  static std::shared_ptr<Core> acquire();
+  ~Core();
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  asio::io_context io;
+
+private:
+  Core();
+  void schedule_timers();
+
+  asio::executor_work_guard<Executor> work_;
+  asio::steady_timer timer_;
+  std::thread thread_;
+};
+
 class StackImpl {
 public:
   explicit StackImpl(const StackOptions& o);
@@ -81,6 +103,12 @@ public:
   // Binds a new pcb to a free local port for dialing; false if none was found in a
   // bounded number of tries (tcp.cpp).
   bool bind_local_port(tcp_pcb* pcb);
+  // A new pcb of this Stack, bound to its netif before anything else (lwIP's state is
+  // shared by every Stack of the process: the binding keeps their packets and ports
+  // apart, patch 0011). Null when lwIP's pool is empty.
+  tcp_pcb* new_tcp(u8_t type);
+  udp_pcb* new_udp(u8_t type);
+  raw_pcb* new_raw(u8_t type, u8_t proto);
 
   // --- tun::Device side (any thread) ---
   size_t read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset, std::error_code& ec);
@@ -88,7 +116,8 @@ public:
   void close();
 
   StackOptions options;
-  asio::io_context io_;
+  std::shared_ptr<Core> core_;
+  asio::io_context& io_;  // core_->io
   netif nif_{};
   std::atomic<uint64_t> tcp_active{0};
   std::atomic<uint64_t> packets_in{0}, packets_out{0}, bytes_in{0}, bytes_out{0}, dropped{0};
@@ -103,23 +132,27 @@ public:
   std::shared_ptr<int> alive = std::make_shared<int>(0);
   // Set once the Stack is being destroyed: new operations fail with operation_aborted.
   bool closing = false;  // Stack thread
-  // Operations with no lwIP list to find them by at the end (pings): id → abandon.
+  // Operations with no lwIP list to find them by at the end (pings, and the stop of
+  // spawn_cancellable's coroutines): id → abandon.
   std::unordered_map<uint64_t, std::function<void()>> abandon;  // Stack thread
   uint64_t next_abandon_id = 0;
-  std::atomic<size_t> spawned{0};  // spawn_cancellable operations not yet ended
+  // spawn_cancellable coroutines not yet ended (shared: their ends count down without
+  // touching the Stack, which may be on its way out).
+  std::shared_ptr<std::atomic<size_t>> spawned = std::make_shared<std::atomic<size_t>>(0);
 
 private:
   static err_t netif_init(netif* n);
   static err_t output4(netif* n, pbuf* p, const ip4_addr_t* dst);
   static err_t output6(netif* n, pbuf* p, const ip6_addr_t* dst);
   err_t output(pbuf* p);
+  void add_netif();  // on the Stack's thread
+  bool for_us(const std::vector<uint8_t>& pkt) const;
   void drain_inbound();
-  void schedule_timers();
+  // lwIP's per-process choices that the Stack's options set: made before lwIP works for
+  // this Stack (its input, its new pcbs).
+  void use_options();
   void abort_everything();  // the end: every pcb aborted, every pending operation failed
 
-  asio::executor_work_guard<Executor> work_;
-  asio::steady_timer timer_;
-  std::thread thread_;
   static constexpr auto kDrainTime = std::chrono::seconds(2);  // see ~StackImpl
 
   // lwIP → WireGuard: packets waiting for Device::read. Bounded; dropped when full.
@@ -193,7 +226,7 @@ void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> o
   };
   auto st = std::make_shared<State>(std::move(h));
   const Executor ex = s.executor();
-  s.spawned.fetch_add(1);
+  s.spawned->fetch_add(1);
   on_cancel(s, st->h, [ex, w = std::weak_ptr<State>(st)] {
     auto st = w.lock();
     if (!st || st->done) return;
@@ -201,16 +234,32 @@ void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> o
     complete(ex, std::move(st->h), error_code(asio::error::operation_aborted), T{});
     st->stop.emit(asio::cancellation_type::terminal);
   });
-  asio::co_spawn(ex, std::move(op),
-                 asio::bind_cancellation_slot(st->stop.slot(), [ex, st, &s](std::exception_ptr e, std::pair<error_code, T> r) {
-                   s.spawned.fetch_sub(1);
-                   if (st->done) return;
-                   st->done = true;
-                   if (e) r.first = asio::error::fault;
-                   // Ended by the Stack's end (its parts failed as they could): say so.
-                   if (s.closing) r = {asio::error::operation_aborted, T{}};
-                   complete(ex, std::move(st->h), r.first, std::move(r.second));
-                 }));
+  // The Stack's end stops the coroutine (its timers too, which no pcb list reaches); the
+  // Stack waits for it to end.
+  asio::dispatch(ex, [&s, st, ex, op = std::move(op)]() mutable {
+    if (st->done) {  // cancelled on the way here
+      s.spawned->fetch_sub(1);
+      return;
+    }
+    const uint64_t id = ++s.next_abandon_id;
+    s.abandon.emplace(id, [w = std::weak_ptr<State>(st)] {
+      if (auto st = w.lock()) st->stop.emit(asio::cancellation_type::terminal);
+    });
+    asio::co_spawn(ex, std::move(op),
+                   asio::bind_cancellation_slot(st->stop.slot(), [ex, st, id, alive = std::weak_ptr<int>(s.alive),
+                                                                  count = s.spawned, &s](std::exception_ptr e,
+                                                                                         std::pair<error_code, T> r) {
+                     const bool stack_ending = alive.expired();  // else s is there (this thread)
+                     if (!stack_ending) s.abandon.erase(id);
+                     count->fetch_sub(1);
+                     if (st->done) return;
+                     st->done = true;
+                     if (e) r.first = asio::error::fault;
+                     // Ended by the Stack's end (its parts failed as they could): say so.
+                     if (stack_ending) r = {asio::error::operation_aborted, T{}};
+                     complete(ex, std::move(st->h), r.first, std::move(r.second));
+                   }));
+  });
 }
 
 // --- TCP (tcp.cpp) ---

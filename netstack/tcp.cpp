@@ -516,7 +516,7 @@ void Stack::dial_tcp_impl(Endpoint to, asio::any_completion_handler<void(error_c
       detail::complete(s->executor(), std::move(h), error_code(asio::error::no_buffer_space), TcpStream{});
       return;
     }
-    tcp_pcb* pcb = tcp_new_ip_type(to.addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6);
+    tcp_pcb* pcb = s->new_tcp(to.addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6);
     if (!pcb) {
       detail::complete(s->executor(), std::move(h), error_code(asio::error::no_memory), TcpStream{});
       return;
@@ -565,7 +565,7 @@ TcpListener Stack::listen_tcp(const Endpoint& local, error_code& ec, int backlog
       ec = asio::error::operation_aborted;
       return {};
     }
-    tcp_pcb* pcb = tcp_new_ip_type(local.addr.family == 0 ? IPADDR_TYPE_ANY
+    tcp_pcb* pcb = s->new_tcp(local.addr.family == 0 ? IPADDR_TYPE_ANY
                                    : local.addr.is_v4()    ? IPADDR_TYPE_V4
                                                            : IPADDR_TYPE_V6);
     if (!pcb) {

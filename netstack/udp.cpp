@@ -75,7 +75,7 @@ std::shared_ptr<UdpConn> open_udp(StackImpl& s, const Endpoint& local, const End
   uint8_t type = IPADDR_TYPE_ANY;
   if (remote) type = remote->addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6;
   else if (local.addr.family) type = local.addr.is_v4() ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6;
-  u->pcb = udp_new_ip_type(type);
+  u->pcb = s.new_udp(type);
   if (!u->pcb) {
     ec = asio::error::no_memory;
     return nullptr;
@@ -265,7 +265,7 @@ void Stack::ping_impl(wg::IpAddress to, std::chrono::milliseconds timeout,
     if (to.family == 0) return detail::complete(s->executor(), std::move(h), error_code(asio::error::invalid_argument), nanoseconds{});
     if (!s->routable(to)) return detail::complete(s->executor(), std::move(h), error_code(asio::error::host_unreachable), nanoseconds{});
     op->v6 = to.is_v6();
-    op->pcb = op->v6 ? raw_new_ip_type(IPADDR_TYPE_V6, IP6_NEXTH_ICMP6) : raw_new_ip_type(IPADDR_TYPE_V4, IP_PROTO_ICMP);
+    op->pcb = op->v6 ? s->new_raw(IPADDR_TYPE_V6, IP6_NEXTH_ICMP6) : s->new_raw(IPADDR_TYPE_V4, IP_PROTO_ICMP);
     if (!op->pcb) return detail::complete(s->executor(), std::move(h), error_code(asio::error::no_memory), nanoseconds{});
     if (op->v6) {
       op->pcb->chksum_reqd = 1;  // lwIP fills the ICMPv6 checksum (pseudo-header)

@@ -37,16 +37,17 @@ default_stage() {
 sanitizer_stages() {
   step "asan build: unit tests under ASan + UBSan"
   cmake --preset asan >/dev/null
-  cmake --build build-asan -j"$jobs" --target wgnet_tests netstack_tests netstack_lifetime_tests lwip_tcp_tests
+  cmake --build build-asan -j"$jobs" --target wgnet_tests netstack_tests netstack_lifetime_tests netstack_multi_tests \
+    lwip_tcp_tests
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest build-asan --output-on-failure -j"$jobs" -L unit
 
-  step "tsan build: device, seam-fault, UAPI server, dialer cancellation and lifetime tests under TSan"
+  step "tsan build: device, seam-fault, UAPI server, dialer cancellation, lifetime and several-Stack tests under TSan"
   cmake --preset tsan >/dev/null
-  cmake --build build-tsan -j"$jobs" --target wgnet_tests netstack_tests netstack_lifetime_tests
+  cmake --build build-tsan -j"$jobs" --target wgnet_tests netstack_tests netstack_lifetime_tests netstack_multi_tests
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     run_ctest build-tsan --output-on-failure \
-    -R '^(device|seams|uapi server|netstack cancel|netstack lifetime|dial_order):|^netstack: (async_dial_tcp by name|a dead address|a dial by name|async_dial_udp by name)'
+    -R '^(device|seams|uapi server|netstack cancel|netstack lifetime|netstack multi|dial_order):|^netstack: (async_dial_tcp by name|a dead address|a dial by name|async_dial_udp by name)'
 }
 
 # Each target from a scratch copy of its seed corpus (the repository's stays as it is),

@@ -10,7 +10,8 @@
 // netstack::Stack::create with its Address/MTU/DNS, conn::LinuxBind, wg::Device on both,
 // wg::apply_config, Device::up, Stack::set_route_check(Device::routable), and a first
 // handshake with every peer that has an Endpoint (so the first dial need not wait for
-// one). What one Stack per process means still holds: one Tunnel per process.
+// one). A process may hold several Tunnels (netstack/stack.hpp: several Stacks share one
+// lwIP thread).
 #pragma once
 
 #include <chrono>

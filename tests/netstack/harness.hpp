@@ -1,6 +1,6 @@
 // The fixture of netstack_tests, without root: this process's Stack and wg::Device
-// against wgnet_netstack_peer (a second process: lwIP is one stack per process),
-// WireGuard over UDP on 127.0.0.1. Topology and the peer's services: see peer_main.cpp.
+// against wgnet_netstack_peer (a second process, as separate as a real peer; several
+// Stacks in one process are multi_stack_test.cpp's), WireGuard over UDP on 127.0.0.1. Topology and the peer's services: see peer_main.cpp.
 //
 //   netstack_tests                                     wgnet_netstack_peer
 //   Stack ─ CaptureTun ─ wg::Device ─ LinuxBind <══ 127.0.0.1 ══> LinuxBind ─ wg::Device ─ Stack

@@ -1,5 +1,5 @@
-// wgnet_netstack_peer: the far end of the dialer test (lwIP is one stack per process,
-// so the second stack is a second process). A Stack + wg::Device + LinuxBind on
+// wgnet_netstack_peer: the far end of the dialer test (a second process, as separate as
+// a real peer). A Stack + wg::Device + LinuxBind on
 // loopback, serving test services on its tunnel addresses:
 //
 //   test process (netstack_tests)                     this process

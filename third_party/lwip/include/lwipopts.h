@@ -39,8 +39,9 @@
 #define PBUF_LINK_ENCAPSULATION_HLEN    0
 
 /* ---- Netif ----
- * LWIP_SINGLE_NETIF stays 0: production uses one tunnel netif, but tests and
- * benchmarks run two netifs in one stack (lwIP state is global, one stack per process). */
+ * One netif per netstack::Stack, several Stacks in a process (lwIP's state is global and
+ * shared by all; patch 0011 binds their pcbs apart); tests and benchmarks also join two
+ * netifs in one process. */
 #define LWIP_SINGLE_NETIF               0
 #define LWIP_NETIF_STATUS_CALLBACK      0
 #define LWIP_NETIF_LINK_CALLBACK        0
@@ -173,6 +174,13 @@
 #define LWIP_HOOK_FILENAME              "wgnet_lwip_hooks.h"
 #define LWIP_HOOK_TCP_ISN(local_ip, local_port, remote_ip, remote_port) \
   wgnet_lwip_tcp_isn((local_ip), (local_port), (remote_ip), (remote_port))
+/* What lwIP sends without a pcb bound to a netif while it handles an input packet (ICMP
+ * errors such as port unreachable, ICMPv6 errors) leaves through the netif the packet came
+ * in on: with several Stacks of the same addresses, the subnet match would pick the first
+ * netif, another Stack's tunnel. Outside input the usual route (every pcb of ours is bound
+ * to its Stack's netif, so that is only a fallback). */
+#define LWIP_HOOK_IP4_ROUTE_SRC(src, dest) ip_current_input_netif()
+#define LWIP_HOOK_IP6_ROUTE(src, dest)     ip_current_input_netif()
 
 /* ---- Diagnostics: no statistics, no debug output; asserts stay ON. ----
  * Never define LWIP_NOASSERT: several of lwIP's size checks exist only as asserts. */
