@@ -58,10 +58,12 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
   fail "openssl req: $(cat "$TMP/openssl.log")"
 echo "hello from A's side" >"$TMP/local/index.html"
 bg "$NS_B" http python3 -m http.server --bind 198.19.0.2 --directory "$TMP/www" 8000
-# B's HTTP/1.1 server: the sha256 of a PUT's body; GET and POST answer "kept"; a kept
-# connection idle for 0.5 s is closed (timeout), as origins close idle connections.
-bg "$NS_B" upload python3 -c '
-import hashlib, http.server
+# B's HTTP/1.1 servers: the sha256 of a PUT's body; GET and POST answer "kept"; a kept
+# connection idle for 0.5 s is closed (timeout), as origins close idle connections: on
+# port 8002 with a FIN, on port 8003 with a reset (SO_LINGER 0), as some origins and load
+# balancers end them (the proxy's next write on it then fails at once).
+origin='
+import hashlib, http.server, socket, struct, sys
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 0.5
@@ -78,25 +80,16 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
-http.server.ThreadingHTTPServer(("198.19.0.2", 8002), H).serve_forever()'
-# The same on port 8003, but an idle kept connection ends with a reset (SO_LINGER 0), as
-# some origins and load balancers end them: the proxy's next write on it fails at once.
-bg "$NS_B" reset-origin python3 -c '
-import http.server, socket, struct
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 0.5
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "5")
-        self.end_headers()
-        self.wfile.write(b"kept\n")
-    do_POST = do_GET
 class S(http.server.ThreadingHTTPServer):
     def shutdown_request(self, request):
-        request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        request.close()
-S(("198.19.0.2", 8003), H).serve_forever()'
+        if sys.argv[2] == "reset":
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            request.close()
+        else:
+            super().shutdown_request(request)
+S(("198.19.0.2", int(sys.argv[1])), H).serve_forever()'
+bg "$NS_B" upload python3 -c "$origin" 8002 fin
+bg "$NS_B" reset-origin python3 -c "$origin" 8003 reset
 bg "$NS_A" local-http python3 -m http.server --bind 127.0.0.1 --directory "$TMP/local" 25545
 bg "$NS_B" udp-echo python3 -c '
 import socket

@@ -932,22 +932,15 @@ namespace {
 std::vector<int> g_readv_script, g_writev_script;
 size_t g_readv_calls = 0, g_writev_calls = 0;
 
-ssize_t scripted_readv(int fd, const iovec* iov, int n) {
-  const size_t i = g_readv_calls++;
-  if (i < g_readv_script.size() && g_readv_script[i] != 0) {
-    errno = g_readv_script[i];
+// The system call `Real` behind a script and its call count (one per scripted call).
+template <ssize_t (*Real)(int, const iovec*, int), std::vector<int>& Script, size_t& Calls>
+ssize_t scripted(int fd, const iovec* iov, int n) {
+  const size_t i = Calls++;
+  if (i < Script.size() && Script[i] != 0) {
+    errno = Script[i];
     return -1;
   }
-  return ::readv(fd, iov, n);
-}
-
-ssize_t scripted_writev(int fd, const iovec* iov, int n) {
-  const size_t i = g_writev_calls++;
-  if (i < g_writev_script.size() && g_writev_script[i] != 0) {
-    errno = g_writev_script[i];
-    return -1;
-  }
-  return ::writev(fd, iov, n);
+  return Real(fd, iov, n);
 }
 
 // Reads until the kernel answered every echo request in `want` (id 0x7767); a reply to
@@ -970,8 +963,8 @@ void expect_replies(Tun& tun, std::set<uint16_t> want, const std::set<uint16_t>&
 
 std::unique_ptr<Tun> make_scripted_tun() {
   Tun::Options opts;  // every offload on, whatever the environment says
-  opts.readv = scripted_readv;
-  opts.writev = scripted_writev;
+  opts.readv = scripted<::readv, g_readv_script, g_readv_calls>;
+  opts.writev = scripted<::writev, g_writev_script, g_writev_calls>;
   std::error_code ec;
   auto tun = Tun::create(kIf, 0, opts, ec);
   EXPECT_MSG(tun && !ec, ec.message());
