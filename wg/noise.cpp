@@ -64,12 +64,18 @@ void Handshake::set_keys(const Identity& local) {
   auto ss = crypto::x25519(local.private_key, remote_static);
   if (ss) precomputed_static_static = *ss;
   else precomputed_static_static.clear();
-  static_static_stale = false;
+  static_static_local = local.public_key;
+}
+
+const SymmetricKey& Handshake::static_static(const Identity& local) {
+  if (!static_static_local || !(*static_static_local == local.public_key))
+    set_keys(local);
+  return precomputed_static_static;
 }
 
 void Handshake::invalidate_keys() {
   precomputed_static_static.clear();
-  static_static_stale = true;
+  static_static_local.reset();
 }
 
 void Handshake::clear() {
@@ -84,8 +90,7 @@ void Handshake::clear() {
 
 bool create_initiation(Handshake& hs, const Identity& local, const PrivateKey& ephemeral,
                        const Tai64n& timestamp, uint32_t sender_index, MessageInitiation& out) {
-  if (hs.static_static_stale) hs.set_keys(local);
-  if (hs.precomputed_static_static.is_zero()) return false;
+  if (hs.static_static(local).is_zero()) return false;
   std::memcpy(hs.hash, initial().hash, kHashLen);
   std::memcpy(hs.chaining_key.data(), initial().chaining_key, kHashLen);
   mix_hash(hs.hash, bytes(hs.remote_static));
@@ -119,7 +124,8 @@ bool create_initiation(Handshake& hs, const Identity& local, const PrivateKey& e
 }
 
 std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& msg,
-                                                     const Identity& local) {
+                                                     const Identity& local,
+                                                     const StaticStaticLookup& lookup) {
   if (msg.type != static_cast<uint32_t>(MessageType::initiation)) return std::nullopt;
   ConsumedInitiation in;
   std::memcpy(in.hash, initial().hash, kHashLen);
@@ -140,8 +146,8 @@ std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& ms
     return std::nullopt;
   mix_hash(in.hash, Span(msg.encrypted_static, sizeof msg.encrypted_static));
 
-  auto ss = crypto::x25519(local.private_key, in.remote_static);
-  if (!ss) return std::nullopt;
+  auto ss = lookup(in.remote_static);
+  if (!ss || ss->is_zero()) return std::nullopt;
   mix_dh(in.chaining_key, key, *ss);
   if (!crypto::aead_open(in.timestamp.data(), key.data(), 0,
                          Span(msg.encrypted_timestamp, sizeof msg.encrypted_timestamp),
@@ -150,6 +156,13 @@ std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& ms
   mix_hash(in.hash, Span(msg.encrypted_timestamp, sizeof msg.encrypted_timestamp));
   in.remote_index = msg.sender;
   return in;
+}
+
+std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& msg,
+                                                     const Identity& local) {
+  return consume_initiation(msg, local, [&](const PublicKey& remote) {
+    return crypto::x25519(local.private_key, remote);
+  });
 }
 
 AcceptResult accept_initiation(Handshake& hs, const ConsumedInitiation& in, TimePoint now) {

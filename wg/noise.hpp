@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "wg/crypto.hpp"
@@ -35,10 +36,12 @@ struct Handshake {
   PresharedKey preshared_key;
   // Derived from our private key and remote_static; all zero means no handshake possible.
   SymmetricKey precomputed_static_static;
-  // precomputed_static_static is not computed yet for the current local key: the first
-  // create_initiation does it (one X25519 each, so adding 65,536 peers does not cost
-  // 65,536 of them up front, under the device's configuration lock).
-  bool static_static_stale = true;
+  // The local public key precomputed_static_static belongs to; none until the first
+  // handshake computes it (one X25519 each, so adding 65,536 peers does not cost 65,536
+  // of them up front, under the device's configuration lock). Checked at every use
+  // against the identity the caller holds, so a key change between the caller's copy
+  // of the identity and its use cannot leave a secret for the wrong key behind.
+  std::optional<PublicKey> static_static_local;
 
   State state = State::zeroed;
   uint8_t hash[kHashLen] = {};
@@ -50,10 +53,12 @@ struct Handshake {
   Tai64n latest_timestamp{};
   std::optional<TimePoint> last_initiation_consumption;
 
-  // Recomputes precomputed_static_static after the local key or remote_static changed.
+  // Recomputes precomputed_static_static for `local`.
   void set_keys(const Identity& local);
-  // Forgets precomputed_static_static (the local key changed or went); the next
-  // create_initiation recomputes it from the key it is given.
+  // The static-static secret for `local`, computed first if it was for another key
+  // (or none yet); all zero when remote_static is a low-order point.
+  const SymmetricKey& static_static(const Identity& local);
+  // Forgets precomputed_static_static (the local key changed or went).
   void invalidate_keys();
   // Forgets the ephemeral state (not the static keys nor the replay timestamp).
   void clear();
@@ -72,6 +77,16 @@ struct ConsumedInitiation {
   uint8_t hash[kHashLen] = {};
   SymmetricKey chaining_key;
 };
+// The responder's static-static secret for an initiator's static key (the peer's
+// Handshake::static_static), or nothing when no peer has that key.
+using StaticStaticLookup = std::function<std::optional<SymmetricKey>(const PublicKey& remote_static)>;
+// Decrypts and checks an initiation. `lookup` is asked once, after the initiator's
+// static key is decrypted, so a responder that keeps each peer's secret (the Device)
+// does one X25519 per initiation instead of two, and an unknown key costs no second.
+std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& msg,
+                                                     const Identity& local,
+                                                     const StaticStaticLookup& lookup);
+// The same with the static-static secret computed here (tests, tools).
 std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& msg,
                                                      const Identity& local);
 

@@ -371,13 +371,16 @@ void Device::consume_initiation_message(HandshakeJob& job) {
     id = identity_;
   }
   if (!id || !up_) return;
-  auto in = noise::consume_initiation(msg, *id);
-  if (!in) {
-    stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  PeerPtr p = lookup_peer(in->remote_static);
-  if (!p) {
+  // The peer is found by the static key the initiation reveals, and its kept
+  // static-static secret spares the second X25519 (computed here on its first use).
+  PeerPtr p;
+  auto in = noise::consume_initiation(msg, *id, [&](const PublicKey& remote) -> std::optional<SymmetricKey> {
+    p = lookup_peer(remote);
+    if (!p) return std::nullopt;
+    std::lock_guard hl(p->handshake_mu_);
+    return p->handshake_.static_static(*id);
+  });
+  if (!in || !p) {
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
     return;
   }

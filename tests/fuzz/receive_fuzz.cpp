@@ -411,7 +411,12 @@ private:
     if (!device_init_) return;  // rate-limited (REKEY_TIMEOUT since its last one)
     auto msg = *device_init_;
     device_init_.reset();
-    auto ci = noise::consume_initiation(msg, w_.h_id);
+    // H keeps its static-static secret as a responder would (one X25519 fewer).
+    auto ci = noise::consume_initiation(msg, w_.h_id, [&](const PublicKey& remote) {
+      return remote == w_.dev_id.public_key
+                 ? std::optional(w_.h_template[psk_].precomputed_static_static)
+                 : std::nullopt;
+    });
     if (!ci) __builtin_trap();  // the device's own initiation must decrypt for H
     noise::Handshake hs = w_.h_template[psk_];
     if (noise::accept_initiation(hs, *ci, Clock::now()) != noise::AcceptResult::accepted) __builtin_trap();

@@ -531,6 +531,62 @@ TEST_CASE("noise: messages out of order are refused", "[noise]") {
   }
 }
 
+// --- the kept static-static secret ----------------------------------------------------------
+
+TEST_CASE("noise: a static-static secret kept for an earlier local key is recomputed for the key in use", "[noise]") {
+  // The Device copies its identity, then uses the peer's Handshake: a private-key change
+  // in between once left the secret for the old key marked current for good, and every
+  // later initiation under the new key failed at the responder.
+  Pair p;
+  const Identity renewed = Identity::from_private(wg::crypto::generate_private_key());
+  p.a.invalidate_keys();
+  p.a.set_keys(p.alice);  // computed for the old key after the change was recorded
+  MessageInitiation init;
+  REQUIRE(wg::noise::create_initiation(p.a, renewed, wg::crypto::generate_private_key(),
+                                       next_timestamp(), 1, init));
+  auto in = wg::noise::consume_initiation(init, p.bob);
+  REQUIRE(in);
+  CHECK(in->remote_static == renewed.public_key);
+  CHECK(*p.a.static_static_local == renewed.public_key);
+}
+
+TEST_CASE("noise: the responder's lookup is asked once for the initiator's static key and its secret decides", "[noise]") {
+  Pair p;
+  const MessageInitiation init = initiate(p);
+  int asked = 0;
+  PublicKey seen;
+  auto kept = [&](const PublicKey& remote) -> std::optional<wg::SymmetricKey> {
+    ++asked;
+    seen = remote;
+    return p.b.static_static(p.bob);
+  };
+  auto in = wg::noise::consume_initiation(init, p.bob, kept);
+  REQUIRE(in);
+  CHECK(asked == 1);
+  CHECK(seen == p.alice.public_key);
+  CHECK(wg::noise::accept_initiation(p.b, *in, p.now) == AcceptResult::accepted);
+
+  // No peer with that key, or a secret that is not the pair's: rejected.
+  CHECK_FALSE(wg::noise::consume_initiation(init, p.bob, [](const PublicKey&) {
+    return std::optional<wg::SymmetricKey>{};
+  }));
+  CHECK_FALSE(wg::noise::consume_initiation(init, p.bob, [](const PublicKey&) {
+    wg::SymmetricKey wrong;
+    wg::random_bytes(wrong.data(), wrong.size());
+    return std::optional<wg::SymmetricKey>(wrong);
+  }));
+  CHECK_FALSE(wg::noise::consume_initiation(init, p.bob, [](const PublicKey&) {
+    return std::optional<wg::SymmetricKey>(wg::SymmetricKey{});  // all zero: a low-order key
+  }));
+
+  // A message that fails before the static key is decrypted never asks.
+  MessageInitiation garbled = init;
+  garbled.encrypted_static[0] ^= 1;
+  asked = 0;
+  CHECK_FALSE(wg::noise::consume_initiation(garbled, p.bob, kept));
+  CHECK(asked == 0);
+}
+
 // --- low-order points ------------------------------------------------------------------------
 
 TEST_CASE("noise: no initiation to a peer whose static key is a low-order point", "[noise]") {
