@@ -20,7 +20,7 @@ struct InterfaceConfig {
   std::optional<PrivateKey> private_key;
   std::optional<uint16_t> listen_port;
   std::optional<uint32_t> fwmark;             // "off" is stored as 0 (set, and cleared)
-  std::vector<IpPrefix> addresses;            // as written: host bits kept (10.0.0.2/24)
+  std::vector<IpPrefix> addresses;            // as written: host bits kept (198.19.0.2/24)
   std::vector<IpAddress> dns_servers;
   std::vector<std::string> dns_search;        // DNS entries that are not IP addresses
   std::optional<uint32_t> mtu;                // 576..65535

@@ -69,67 +69,67 @@ void check_all(const AllowedIps<FakePeer*>& t, const std::vector<Expect>& expect
 // Overlapping routes in the spirit of the kernel's allowedips selftest; later lines replace
 // earlier ones where the masked prefixes coincide.
 const std::vector<Route> kOverlapping = {
-    {"192.168.4.0/24", &a},
-    {"192.168.4.4/32", &b},
-    {"192.168.0.0/16", &c},
-    {"192.95.5.64/27", &d},
-    {"192.95.5.65/27", &c},  // same /27 as the line above: c takes it over
+    {"198.19.4.0/24", &a},
+    {"198.19.4.4/32", &b},
+    {"198.19.0.0/17", &c},
+    {"198.19.133.64/27", &d},
+    {"198.19.133.65/27", &c},  // same /27 as the line above: c takes it over
     {"0.0.0.0/0", &e},
-    {"64.15.112.0/20", &g},
-    {"64.15.123.211/25", &h},  // host bits set: stored as 64.15.123.128/25
-    {"10.0.0.0/25", &a},
-    {"10.0.0.128/25", &b},
-    {"10.1.0.0/30", &a},
-    {"10.1.0.4/30", &b},
-    {"10.1.0.8/29", &c},
-    {"10.1.0.16/29", &d},
-    {"2607:5300:6000:6b00::c05f:543/128", &d},
-    {"2607:5300:6000:6b00::/64", &c},
+    {"198.19.208.0/20", &g},
+    {"198.19.219.211/25", &h},  // host bits set: stored as 198.19.219.128/25
+    {"198.18.0.0/25", &a},
+    {"198.18.0.128/25", &b},
+    {"198.18.128.0/30", &a},
+    {"198.18.128.4/30", &b},
+    {"198.18.128.8/29", &c},
+    {"198.18.128.16/29", &d},
+    {"fd00:19:0:6b00::c05f:543/128", &d},
+    {"fd00:19:0:6b00::/64", &c},
     {"::/0", &e},
     {"::/0", &f},  // replaces e
-    {"2404:6800::/32", &g},
-    {"2404:6800:4004:800:dead:beef:dead:beef/64", &h},
-    {"2404:6800:4004:800:dead:beef:dead:beef/128", &a},
-    {"2404:6800:4004:800:dead:beef:dead:bee0/124", &b},
-    {"2404:6800:4004:800:dead:beef:dead:beef/96", &c},
+    {"fd00:18::/32", &g},
+    {"fd00:18:4004:800:dead:beef:dead:beef/64", &h},
+    {"fd00:18:4004:800:dead:beef:dead:beef/128", &a},
+    {"fd00:18:4004:800:dead:beef:dead:bee0/124", &b},
+    {"fd00:18:4004:800:dead:beef:dead:beef/96", &c},
 };
 
 const std::vector<Expect> kOverlappingExpect = {
-    {"192.168.4.20", &a},
-    {"192.168.4.0", &a},
-    {"192.168.4.4", &b},
-    {"192.168.4.5", &a},
-    {"192.168.200.182", &c},
-    {"192.95.5.68", &c},
-    {"192.95.5.64", &c},
-    {"192.95.5.95", &c},
-    {"192.95.5.96", &e},
-    {"64.15.116.26", &g},
-    {"64.15.127.3", &g},
-    {"64.15.123.1", &g},
-    {"64.15.123.128", &h},
-    {"64.15.123.255", &h},
-    {"64.15.128.0", &e},
-    {"10.0.0.52", &a},
-    {"10.0.0.220", &b},
-    {"10.1.0.1", &a},
-    {"10.1.0.5", &b},
-    {"10.1.0.9", &c},
-    {"10.1.0.20", &d},
-    {"10.1.0.24", &e},
+    {"198.19.4.20", &a},
+    {"198.19.4.0", &a},
+    {"198.19.4.4", &b},
+    {"198.19.4.5", &a},
+    {"198.19.100.182", &c},
+    {"198.19.133.68", &c},
+    {"198.19.133.64", &c},
+    {"198.19.133.95", &c},
+    {"198.19.133.96", &e},
+    {"198.19.212.26", &g},
+    {"198.19.223.3", &g},
+    {"198.19.219.1", &g},
+    {"198.19.219.128", &h},
+    {"198.19.219.255", &h},
+    {"198.19.224.0", &e},
+    {"198.18.0.52", &a},
+    {"198.18.0.220", &b},
+    {"198.18.128.1", &a},
+    {"198.18.128.5", &b},
+    {"198.18.128.9", &c},
+    {"198.18.128.20", &d},
+    {"198.18.128.24", &e},
     {"255.255.255.255", &e},
     {"0.0.0.0", &e},
-    {"2607:5300:6000:6b00::c05f:543", &d},
-    {"2607:5300:6000:6b00::c02e:1ee", &c},
-    {"2607:5300:6000:6b01::", &f},
-    {"2404:6800:4004:806::1006", &g},
-    {"2404:6800:4004:800::1", &h},
-    {"2404:6800:4004:800:dead:beef::", &c},
-    {"2404:6800:4004:800:dead:beef:dead:beef", &a},
-    {"2404:6800:4004:800:dead:beef:dead:beee", &b},
-    {"2404:6800:4004:800:dead:beef:dead:bef0", &c},
-    {"2404:6800:4004:800:dead:beee::", &h},
-    {"2404:67ff::", &f},
+    {"fd00:19:0:6b00::c05f:543", &d},
+    {"fd00:19:0:6b00::c02e:1ee", &c},
+    {"fd00:19:0:6b01::", &f},
+    {"fd00:18:4004:806::1006", &g},
+    {"fd00:18:4004:800::1", &h},
+    {"fd00:18:4004:800:dead:beef::", &c},
+    {"fd00:18:4004:800:dead:beef:dead:beef", &a},
+    {"fd00:18:4004:800:dead:beef:dead:beee", &b},
+    {"fd00:18:4004:800:dead:beef:dead:bef0", &c},
+    {"fd00:18:4004:800:dead:beee::", &h},
+    {"fd00:17::", &f},
     {"::", &f},
     {"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", &f},
 };
@@ -138,12 +138,12 @@ const std::vector<Expect> kOverlappingExpect = {
 
 TEST_CASE("allowed_ips: an empty table routes nothing", "[allowed_ips]") {
   AllowedIps<FakePeer*> t;
-  CHECK(t.lookup(address("10.0.0.1")) == nullptr);
+  CHECK(t.lookup(address("198.18.0.1")) == nullptr);
   CHECK(t.lookup(address("fd00::1")) == nullptr);
   CHECK(t.lookup(IpAddress{}) == nullptr);
   CHECK(t.size() == 0);
   CHECK(t.node_count() == 0);
-  CHECK_FALSE(t.remove(prefix("10.0.0.0/8"), &a));
+  CHECK_FALSE(t.remove(prefix("198.18.0.0/15"), &a));
 }
 
 TEST_CASE("allowed_ips: overlapping prefixes resolve to the longest match", "[allowed_ips]") {
@@ -180,8 +180,8 @@ TEST_CASE("allowed_ips: overlapping prefixes resolve to the longest match", "[al
     t.clear();
     CHECK(t.size() == 0);
     CHECK(t.node_count() == 0);
-    CHECK(t.lookup(address("10.1.0.1")) == nullptr);
-    CHECK(t.lookup(address("2404:6800::1")) == nullptr);
+    CHECK(t.lookup(address("198.18.128.1")) == nullptr);
+    CHECK(t.lookup(address("fd00:18::1")) == nullptr);
   }
 }
 
@@ -212,14 +212,14 @@ TEST_CASE("allowed_ips: /0 routes catch every address of their family only", "[a
 
 TEST_CASE("allowed_ips: host routes match exactly one address", "[allowed_ips]") {
   AllowedIps<FakePeer*> t;
-  t.insert(prefix("10.0.0.1"), &a);  // bare address = /32
-  t.insert(prefix("10.0.0.2/32"), &b);
+  t.insert(prefix("198.18.0.1"), &a);  // bare address = /32
+  t.insert(prefix("198.18.0.2/32"), &b);
   t.insert(prefix("fd00::1"), &c);  // /128
   t.insert(prefix("fd00::2/128"), &d);
-  CHECK(t.lookup(address("10.0.0.1")) == &a);
-  CHECK(t.lookup(address("10.0.0.2")) == &b);
-  CHECK(t.lookup(address("10.0.0.3")) == nullptr);
-  CHECK(t.lookup(address("10.0.0.0")) == nullptr);
+  CHECK(t.lookup(address("198.18.0.1")) == &a);
+  CHECK(t.lookup(address("198.18.0.2")) == &b);
+  CHECK(t.lookup(address("198.18.0.3")) == nullptr);
+  CHECK(t.lookup(address("198.18.0.0")) == nullptr);
   CHECK(t.lookup(address("fd00::1")) == &c);
   CHECK(t.lookup(address("fd00::2")) == &d);
   CHECK(t.lookup(address("fd00::3")) == nullptr);
@@ -228,7 +228,7 @@ TEST_CASE("allowed_ips: host routes match exactly one address", "[allowed_ips]")
   CHECK(t.lookup(address("fd00::")) == nullptr);
 
   SECTION("the raw-bytes lookup agrees") {
-    const uint8_t v4[4] = {10, 0, 0, 2};
+    const uint8_t v4[4] = {198, 18, 0, 2};
     uint8_t v6[16] = {0xfd, 0};
     v6[15] = 1;
     CHECK(t.lookup(v4, 4) == &b);
@@ -240,29 +240,29 @@ TEST_CASE("allowed_ips: host routes match exactly one address", "[allowed_ips]")
 
 TEST_CASE("allowed_ips: re-inserting a prefix replaces its owner", "[allowed_ips]") {
   AllowedIps<FakePeer*> t;
-  t.insert(prefix("192.168.0.0/16"), &a);
-  t.insert(prefix("192.168.1.0/24"), &a);
-  t.insert(prefix("192.168.77.1/16"), &b);  // same /16 after masking
+  t.insert(prefix("198.19.0.0/17"), &a);
+  t.insert(prefix("198.19.1.0/24"), &a);
+  t.insert(prefix("198.19.77.1/17"), &b);  // same /17 after masking
   CHECK(t.size() == 2);
-  CHECK(t.lookup(address("192.168.2.1")) == &b);
-  CHECK(t.lookup(address("192.168.1.1")) == &a);
-  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"192.168.1.0/24"});
-  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"192.168.0.0/16"});
+  CHECK(t.lookup(address("198.19.2.1")) == &b);
+  CHECK(t.lookup(address("198.19.1.1")) == &a);
+  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"198.19.1.0/24"});
+  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"198.19.0.0/17"});
   // The old owner no longer owns it, so it cannot remove it.
-  CHECK_FALSE(t.remove(prefix("192.168.0.0/16"), &a));
-  CHECK(t.remove(prefix("192.168.0.0/16"), &b));
-  CHECK(t.lookup(address("192.168.2.1")) == nullptr);
+  CHECK_FALSE(t.remove(prefix("198.19.0.0/17"), &a));
+  CHECK(t.remove(prefix("198.19.0.0/17"), &b));
+  CHECK(t.lookup(address("198.19.2.1")) == nullptr);
 }
 
 TEST_CASE("allowed_ips: host bits are cleared on insert and remove", "[allowed_ips]") {
   AllowedIps<FakePeer*> t;
-  t.insert(prefix("10.1.2.3/8"), &a);
+  t.insert(prefix("198.18.130.3/15"), &a);
   t.insert(prefix("fd00:1:ffff:3:4:5:6:7/33"), &a);
-  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"10.0.0.0/8", "fd00:1:8000::/33"});
-  CHECK(t.lookup(address("10.200.0.1")) == &a);
+  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"198.18.0.0/15", "fd00:1:8000::/33"});
+  CHECK(t.lookup(address("198.19.200.1")) == &a);
   CHECK(t.lookup(address("fd00:1:8000::")) == &a);
   CHECK(t.lookup(address("fd00:1:7fff:ffff::")) == nullptr);
-  CHECK(t.remove(prefix("10.99.99.99/8"), &a));
+  CHECK(t.remove(prefix("198.18.99.99/15"), &a));
   CHECK(t.remove(prefix("fd00:1:c234::/33"), &a));
   CHECK(t.size() == 0);
   CHECK(t.node_count() == 0);
@@ -274,25 +274,25 @@ TEST_CASE("allowed_ips: remove takes out one prefix, only for its owner", "[allo
   insert_all(t, kOverlapping);
   size_t before = t.size();
 
-  CHECK_FALSE(t.remove(prefix("192.168.4.0/24"), &b));  // owned by a
-  CHECK_FALSE(t.remove(prefix("192.168.4.0/25"), &a));  // not present
-  CHECK_FALSE(t.remove(prefix("192.168.4.0/23"), &a));  // not present
-  CHECK_FALSE(t.remove(prefix("192.168.4.0/24"), nullptr));
+  CHECK_FALSE(t.remove(prefix("198.19.4.0/24"), &b));  // owned by a
+  CHECK_FALSE(t.remove(prefix("198.19.4.0/25"), &a));  // not present
+  CHECK_FALSE(t.remove(prefix("198.19.4.0/23"), &a));  // not present
+  CHECK_FALSE(t.remove(prefix("198.19.4.0/24"), nullptr));
   CHECK_FALSE(t.remove(prefix("::/0"), &e));  // taken over by f
   CHECK(t.size() == before);
   check_all(t, kOverlappingExpect);
 
-  CHECK(t.remove(prefix("192.168.4.0/24"), &a));
-  CHECK_FALSE(t.remove(prefix("192.168.4.0/24"), &a));  // already gone
+  CHECK(t.remove(prefix("198.19.4.0/24"), &a));
+  CHECK_FALSE(t.remove(prefix("198.19.4.0/24"), &a));  // already gone
   CHECK(t.size() == before - 1);
-  CHECK(t.lookup(address("192.168.4.20")) == &c);  // falls back to the /16
-  CHECK(t.lookup(address("192.168.4.4")) == &b);   // the /32 inside it stays
-  CHECK(t.lookup(address("10.0.0.52")) == &a);     // a's other prefixes stay
+  CHECK(t.lookup(address("198.19.4.20")) == &c);  // falls back to the /17
+  CHECK(t.lookup(address("198.19.4.4")) == &b);   // the /32 inside it stays
+  CHECK(t.lookup(address("198.18.0.52")) == &a);     // a's other prefixes stay
 
-  CHECK(t.remove(prefix("2404:6800:4004:800:dead:beef:dead:beef/128"), &a));
-  CHECK(t.lookup(address("2404:6800:4004:800:dead:beef:dead:beef")) == &b);
+  CHECK(t.remove(prefix("fd00:18:4004:800:dead:beef:dead:beef/128"), &a));
+  CHECK(t.lookup(address("fd00:18:4004:800:dead:beef:dead:beef")) == &b);
   CHECK(t.remove(prefix("::/0"), &f));
-  CHECK(t.lookup(address("2607:5300:6000:6b01::")) == nullptr);
+  CHECK(t.lookup(address("fd00:19:0:6b01::")) == nullptr);
   CHECK(t.lookup(address("255.255.255.255")) == &e);
   CHECK(t.node_count() <= 2 * t.size());
 }
@@ -301,18 +301,18 @@ TEST_CASE("allowed_ips: remove_by_peer drops all of a peer's prefixes", "[allowe
   AllowedIps<FakePeer*> t;
   insert_all(t, kOverlapping);
   CHECK(prefixes_of(t, &a) ==
-        std::vector<std::string>{"10.0.0.0/25", "10.1.0.0/30", "192.168.4.0/24",
-                                 "2404:6800:4004:800:dead:beef:dead:beef/128"});
+        std::vector<std::string>{"198.18.0.0/25", "198.18.128.0/30", "198.19.4.0/24",
+                                 "fd00:18:4004:800:dead:beef:dead:beef/128"});
   size_t before = t.size();
 
   t.remove_by_peer(&a);
   CHECK(prefixes_of(t, &a).empty());
   CHECK(t.size() == before - 4);
-  CHECK(t.lookup(address("192.168.4.20")) == &c);
-  CHECK(t.lookup(address("10.0.0.52")) == &e);
-  CHECK(t.lookup(address("10.1.0.1")) == &e);
-  CHECK(t.lookup(address("10.1.0.5")) == &b);
-  CHECK(t.lookup(address("2404:6800:4004:800:dead:beef:dead:beef")) == &b);
+  CHECK(t.lookup(address("198.19.4.20")) == &c);
+  CHECK(t.lookup(address("198.18.0.52")) == &e);
+  CHECK(t.lookup(address("198.18.128.1")) == &e);
+  CHECK(t.lookup(address("198.18.128.5")) == &b);
+  CHECK(t.lookup(address("fd00:18:4004:800:dead:beef:dead:beef")) == &b);
   CHECK(t.node_count() <= 2 * t.size());
 
   t.remove_by_peer(&a);  // nothing left: no-op
@@ -327,52 +327,52 @@ TEST_CASE("allowed_ips: remove_by_peer drops all of a peer's prefixes", "[allowe
 TEST_CASE("allowed_ips: IPv4 and IPv6 never mix", "[allowed_ips]") {
   AllowedIps<FakePeer*> t;
   // The same leading bytes in both families.
-  t.insert(prefix("10.0.0.0/8"), &a);
-  t.insert(prefix("a00::/8"), &b);
+  t.insert(prefix("198.18.0.0/15"), &a);
+  t.insert(prefix("c612::/15"), &b);
   t.insert(prefix("::ffff:0:0/96"), &c);  // IPv4-mapped IPv6 stays IPv6
-  CHECK(t.lookup(address("10.1.2.3")) == &a);
-  CHECK(t.lookup(address("a01:203::")) == &b);
-  CHECK(t.lookup(address("::ffff:10.1.2.3")) == &c);
-  CHECK(t.lookup(address("11.0.0.0")) == nullptr);
+  CHECK(t.lookup(address("198.18.130.3")) == &a);
+  CHECK(t.lookup(address("c612:8203::")) == &b);
+  CHECK(t.lookup(address("::ffff:198.18.130.3")) == &c);
+  CHECK(t.lookup(address("127.0.0.1")) == nullptr);
 
   // Removing a prefix of one family leaves the other alone, even with equal bytes.
-  IpPrefix v6_twin = prefix("10.0.0.0/8");
+  IpPrefix v6_twin = prefix("198.18.0.0/15");
   v6_twin.addr.family = 6;
   CHECK_FALSE(t.remove(v6_twin, &a));
-  CHECK(t.remove(prefix("10.0.0.0/8"), &a));
-  CHECK(t.lookup(address("a01:203::")) == &b);
-  CHECK(t.lookup(address("10.1.2.3")) == nullptr);
+  CHECK(t.remove(prefix("198.18.0.0/15"), &a));
+  CHECK(t.lookup(address("c612:8203::")) == &b);
+  CHECK(t.lookup(address("198.18.130.3")) == nullptr);
 }
 
 TEST_CASE("allowed_ips: invalid input is ignored", "[allowed_ips]") {
   AllowedIps<FakePeer*> t;
   t.insert(IpPrefix{}, &a);  // family 0
-  IpPrefix too_long = prefix("10.0.0.0/8");
+  IpPrefix too_long = prefix("198.18.0.0/15");
   too_long.bits = 33;
   t.insert(too_long, &a);
   IpPrefix v6_too_long = prefix("fd00::/8");
   v6_too_long.bits = 129;
   t.insert(v6_too_long, &a);
-  t.insert(prefix("10.0.0.0/8"), nullptr);  // "no peer" is never stored
+  t.insert(prefix("198.18.0.0/15"), nullptr);  // "no peer" is never stored
   CHECK(t.size() == 0);
   CHECK(t.node_count() == 0);
   CHECK_FALSE(t.remove(too_long, &a));
   t.remove_by_peer(nullptr);
-  CHECK(t.lookup(address("10.0.0.1")) == nullptr);
+  CHECK(t.lookup(address("198.18.0.1")) == nullptr);
 }
 
 TEST_CASE("allowed_ips: for_each lists a peer's prefixes in address order", "[allowed_ips]") {
   AllowedIps<FakePeer*> t;
   t.insert(prefix("fd00::/64"), &a);
-  t.insert(prefix("10.2.0.0/16"), &a);
-  t.insert(prefix("10.0.0.0/8"), &a);
-  t.insert(prefix("10.1.0.0/16"), &b);
+  t.insert(prefix("198.19.0.0/17"), &a);
+  t.insert(prefix("198.18.0.0/15"), &a);
+  t.insert(prefix("198.18.128.0/17"), &b);
   t.insert(prefix("0.0.0.0/0"), &a);
-  t.insert(prefix("10.1.0.0/24"), &a);
-  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"0.0.0.0/0", "10.0.0.0/8",
-                                                       "10.1.0.0/24", "10.2.0.0/16",
+  t.insert(prefix("198.18.128.0/24"), &a);
+  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"0.0.0.0/0", "198.18.0.0/15",
+                                                       "198.18.128.0/24", "198.19.0.0/17",
                                                        "fd00::/64"});
-  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.1.0.0/16"});
+  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"198.18.128.0/17"});
   CHECK(prefixes_of(t, &c).empty());
 }
 
@@ -380,51 +380,51 @@ TEST_CASE("allowed_ips: for_each lists a peer's prefixes in address order", "[al
 
 TEST_CASE("allowed_ips: per-peer lists follow insert, takeover and remove", "[allowed_ips]") {
   AllowedIps<FakePeer*> t;
-  t.insert(prefix("10.0.0.0/8"), &a);
-  t.insert(prefix("10.1.0.0/16"), &a);
+  t.insert(prefix("198.18.0.0/15"), &a);
+  t.insert(prefix("198.18.128.0/17"), &a);
   t.insert(prefix("fd00:19::1/128"), &a);
-  t.insert(prefix("10.1.0.0/24"), &b);
+  t.insert(prefix("198.18.128.0/24"), &b);
   REQUIRE(t.check());
-  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"10.0.0.0/8", "10.1.0.0/16", "fd00:19::1/128"});
-  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.1.0.0/24"});
+  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"198.18.0.0/15", "198.18.128.0/17", "fd00:19::1/128"});
+  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"198.18.128.0/24"});
 
   SECTION("re-inserting for the same peer changes nothing") {
-    t.insert(prefix("10.1.0.0/16"), &a);
+    t.insert(prefix("198.18.128.0/17"), &a);
     CHECK(t.check());
     CHECK(t.size() == 4);
     CHECK(prefixes_of(t, &a).size() == 3);
   }
   SECTION("a takeover moves the prefix from one list to the other") {
-    t.insert(prefix("10.1.0.0/16"), &b);
+    t.insert(prefix("198.18.128.0/17"), &b);
     REQUIRE(t.check());
-    CHECK(prefixes_of(t, &a) == std::vector<std::string>{"10.0.0.0/8", "fd00:19::1/128"});
-    CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.1.0.0/16", "10.1.0.0/24"});
+    CHECK(prefixes_of(t, &a) == std::vector<std::string>{"198.18.0.0/15", "fd00:19::1/128"});
+    CHECK(prefixes_of(t, &b) == std::vector<std::string>{"198.18.128.0/17", "198.18.128.0/24"});
     t.remove_by_peer(&a);  // must not take the prefix a no longer owns
-    CHECK(t.lookup(address("10.1.5.5")) == &b);
-    CHECK(t.lookup(address("10.2.0.0")) == nullptr);
+    CHECK(t.lookup(address("198.18.133.5")) == &b);
+    CHECK(t.lookup(address("198.19.0.0")) == nullptr);
     CHECK(t.check());
   }
   SECTION("taking over a peer's only prefix empties its list") {
-    t.insert(prefix("10.1.0.0/24"), &a);
+    t.insert(prefix("198.18.128.0/24"), &a);
     REQUIRE(t.check());
     CHECK(prefixes_of(t, &b).empty());
     t.remove_by_peer(&b);
     CHECK(t.size() == 4);
-    CHECK(t.lookup(address("10.1.0.9")) == &a);
+    CHECK(t.lookup(address("198.18.128.9")) == &a);
   }
   SECTION("removing the head, the middle and the tail of a list") {
-    for (const char* p : {"fd00:19::1/128", "10.0.0.0/8", "10.1.0.0/16"}) {
+    for (const char* p : {"fd00:19::1/128", "198.18.0.0/15", "198.18.128.0/17"}) {
       INFO(p);
       REQUIRE(t.remove(prefix(p), &a));
       REQUIRE(t.check());
     }
     CHECK(prefixes_of(t, &a).empty());
-    CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.1.0.0/24"});
+    CHECK(prefixes_of(t, &b) == std::vector<std::string>{"198.18.128.0/24"});
     CHECK(t.node_count() == 1);
   }
   SECTION("a wrong owner removes nothing") {
-    CHECK_FALSE(t.remove(prefix("10.1.0.0/24"), &a));
-    CHECK_FALSE(t.remove(prefix("10.1.0.0/23"), &b));  // not present at all
+    CHECK_FALSE(t.remove(prefix("198.18.128.0/24"), &a));
+    CHECK_FALSE(t.remove(prefix("198.18.128.0/23"), &b));  // not present at all
     CHECK(t.check());
     CHECK(t.size() == 4);
   }
@@ -435,42 +435,42 @@ TEST_CASE("allowed_ips: removing nodes keeps the other peers' lists right", "[al
   // child is replaced by that child, which moves up a level; the moved node must stay on
   // its owner's list and keep a correct parent.
   //
-  //   10.0.0.0/8 (a) ─┬─ branch 10.0.0.0/15 ─┬─ 10.0.0.0/16 (b)
-  //                   │                      └─ 10.1.0.0/16 (c) ── 10.1.1.0/24 (a)
-  //                   └─ 10.128.0.0/9 (b)
+  //   198.18.0.0/15 (a) ─┬─ branch 198.18.0.0/16 ─┬─ 198.18.0.0/17 (b)
+  //                      │                          └─ 198.18.128.0/17 (c) ── 198.18.129.0/24 (a)
+  //                      └─ 198.19.128.0/17 (b)
   AllowedIps<FakePeer*> t;
-  insert_all(t, {{"10.0.0.0/8", &a}, {"10.0.0.0/16", &b}, {"10.1.0.0/16", &c},
-                 {"10.1.1.0/24", &a}, {"10.128.0.0/9", &b}});
+  insert_all(t, {{"198.18.0.0/15", &a}, {"198.18.0.0/17", &b}, {"198.18.128.0/17", &c},
+                 {"198.18.129.0/24", &a}, {"198.19.128.0/17", &b}});
   REQUIRE(t.check());
   REQUIRE(t.node_count() == 6);
 
-  t.remove(prefix("10.0.0.0/16"), &b);  // the branch goes, 10.1.0.0/16 moves up under /8
+  t.remove(prefix("198.18.0.0/17"), &b);  // the branch goes, 198.18.128.0/17 moves up under the /15
   REQUIRE(t.check());
   CHECK(t.node_count() == 4);
-  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.128.0.0/9"});
-  CHECK(prefixes_of(t, &c) == std::vector<std::string>{"10.1.0.0/16"});
+  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"198.19.128.0/17"});
+  CHECK(prefixes_of(t, &c) == std::vector<std::string>{"198.18.128.0/17"});
 
   t.remove_by_peer(&c);  // a valued node with one child becomes a branch-free chain
   REQUIRE(t.check());
   CHECK(t.node_count() == 3);
-  CHECK(t.lookup(address("10.1.1.1")) == &a);
-  CHECK(t.lookup(address("10.1.2.1")) == &a);  // the /8
+  CHECK(t.lookup(address("198.18.129.1")) == &a);
+  CHECK(t.lookup(address("198.18.130.1")) == &a);  // the /15
 
-  t.remove_by_peer(&a);  // the root and a leaf: only b's /9 is left, as the root
+  t.remove_by_peer(&a);  // the root and a leaf: only b's 198.19.128.0/17 is left, as the root
   REQUIRE(t.check());
   CHECK(t.node_count() == 1);
-  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"10.128.0.0/9"});
-  CHECK(t.lookup(address("10.200.0.1")) == &b);
-  CHECK(t.lookup(address("10.1.1.1")) == nullptr);
+  CHECK(prefixes_of(t, &b) == std::vector<std::string>{"198.19.128.0/17"});
+  CHECK(t.lookup(address("198.19.200.1")) == &b);
+  CHECK(t.lookup(address("198.18.129.1")) == nullptr);
 
   // Re-insert after collapse: lists and parents still consistent.
-  insert_all(t, {{"10.0.0.0/8", &c}, {"10.255.0.0/16", &a}});
+  insert_all(t, {{"198.18.0.0/15", &c}, {"198.19.255.0/24", &a}});
   REQUIRE(t.check());
   t.remove_by_peer(&b);
   REQUIRE(t.check());
-  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"10.255.0.0/16"});
-  CHECK(t.lookup(address("10.255.1.1")) == &a);
-  CHECK(t.lookup(address("10.200.0.1")) == &c);
+  CHECK(prefixes_of(t, &a) == std::vector<std::string>{"198.19.255.0/24"});
+  CHECK(t.lookup(address("198.19.255.1")) == &a);
+  CHECK(t.lookup(address("198.19.200.1")) == &c);
 }
 
 TEST_CASE("allowed_ips: 65,536 peers with one /128 each, replaced one by one", "[allowed_ips]") {

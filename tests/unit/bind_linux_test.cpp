@@ -1030,7 +1030,7 @@ Parsed parse(const Control& c, size_t shift) {
   std::vector<uint8_t> heap(shift + c.bytes.size());  // ends exactly where c ends
   if (!c.bytes.empty()) std::memcpy(heap.data() + shift, c.bytes.data(), c.bytes.size());
   Parsed p{};
-  p.ep = Endpoint::parse("10.0.0.1:1").value();
+  p.ep = Endpoint::parse("198.19.0.1:1").value();
   p.ep.has_source = true;
   p.ep.source = {9, 9, 9, 9};
   p.ep.source_ifindex = 99;

@@ -93,8 +93,8 @@ TEST_CASE("config: parses a full file with every key", "[config]") {
                      "  PrivateKey = " + kPriv + "   # trailing comment\n"
                      "listenport=51820\n"
                      "FwMark = 0x1234\n"
-                     "Address = 10.0.0.1/24, fd00::1/64\n"
-                     "ADDRESS = 10.0.1.1\n"
+                     "Address = 198.19.0.1/24, fd00::1/64\n"
+                     "ADDRESS = 198.19.1.1\n"
                      "DNS = 1.1.1.1, 2606:4700:4700::1111, corp.example\n"
                      "dns = lan\n"
                      "MTU = 1420\n"
@@ -107,7 +107,7 @@ TEST_CASE("config: parses a full file with every key", "[config]") {
                      "PublicKey = " + kPub1 + "\n"
                      "PresharedKey = " + kPsk + "\n"
                      "Endpoint = vpn.example.com:51820\n"
-                     "AllowedIPs = 10.0.0.2/32, 192.168.1.77/24\n"
+                     "AllowedIPs = 198.19.0.2/32, 198.18.1.77/24\n"
                      "AllowedIPs = fd00::2/128, 2001:db8::1/32\n"
                      "PersistentKeepalive = 25\n"
                      "\t# whole-line comment\n"
@@ -127,8 +127,8 @@ TEST_CASE("config: parses a full file with every key", "[config]") {
   CHECK(*i.private_key == *PrivateKey::from_base64(kPriv));
   CHECK(i.listen_port == 51820);
   CHECK(i.fwmark == 0x1234u);
-  CHECK(i.addresses == std::vector<IpPrefix>{prefix("10.0.0.1/24"), prefix("fd00::1/64"),
-                                             prefix("10.0.1.1/32")});
+  CHECK(i.addresses == std::vector<IpPrefix>{prefix("198.19.0.1/24"), prefix("fd00::1/64"),
+                                             prefix("198.19.1.1/32")});
   CHECK(i.dns_servers ==
         std::vector<IpAddress>{address("1.1.1.1"), address("2606:4700:4700::1111")});
   CHECK(i.dns_search == std::vector<std::string>{"corp.example", "lan"});
@@ -146,7 +146,7 @@ TEST_CASE("config: parses a full file with every key", "[config]") {
   CHECK(*a.preshared_key == *PresharedKey::from_base64(kPsk));
   CHECK(a.endpoint == "vpn.example.com:51820");
   // Host bits are cleared, as wg does.
-  CHECK(a.allowed_ips == std::vector<IpPrefix>{prefix("10.0.0.2/32"), prefix("192.168.1.0/24"),
+  CHECK(a.allowed_ips == std::vector<IpPrefix>{prefix("198.19.0.2/32"), prefix("198.18.1.0/24"),
                                                prefix("fd00::2/128"), prefix("2001:db8::/32")});
   CHECK(a.persistent_keepalive == 25);
 
@@ -225,10 +225,10 @@ TEST_CASE("config: malformed input names the line and the problem", "[config]") 
       {peer1 + "PersistentKeepalive = 65536\n", 3, "invalid PersistentKeepalive '65536'"},
       {peer1 + "PersistentKeepalive = 1s\n", 3, "invalid PersistentKeepalive '1s'"},
       // Addresses.
-      {"[Interface]\nAddress = 10.0.0.1/33\n", 2, "invalid Address '10.0.0.1/33'"},
-      {"[Interface]\nAddress = 10.0.0.1/24, nope\n", 2, "invalid Address 'nope'"},
-      {peer1 + "AllowedIPs = 10.0.0.0/8\nAllowedIPs = 10.0.0/8\n", 4,
-       "invalid AllowedIPs entry '10.0.0/8'"},
+      {"[Interface]\nAddress = 198.19.0.1/33\n", 2, "invalid Address '198.19.0.1/33'"},
+      {"[Interface]\nAddress = 198.19.0.1/24, nope\n", 2, "invalid Address 'nope'"},
+      {peer1 + "AllowedIPs = 198.19.0.0/16\nAllowedIPs = 198.19.0/16\n", 4,
+       "invalid AllowedIPs entry '198.19.0/16'"},
       {peer1 + "AllowedIPs = fd00::/129\n", 3, "invalid AllowedIPs entry 'fd00::/129'"},
       {"[Interface]\nDNS = 1.1.1.1, bad domain!\n", 2, "invalid DNS entry 'bad domain!'"},
       // Endpoints.
@@ -255,7 +255,7 @@ TEST_CASE("config: malformed input names the line and the problem", "[config]") 
       {"[Interface]\nListenPort = 1\nlistenport = 2\n", 3, "duplicate ListenPort"},
       {peer1 + "PublicKey = " + kPub2 + "\n", 3, "duplicate PublicKey"},
       // A peer without a key is reported at its header, wherever the section ends.
-      {"[Interface]\nListenPort = 1\n[Peer]\nAllowedIPs = 10.0.0.0/8\n", 3,
+      {"[Interface]\nListenPort = 1\n[Peer]\nAllowedIPs = 198.19.0.0/16\n", 3,
        "[Peer] without PublicKey"},
       {peer1 + "\n[Peer]\nEndpoint = h:1\n\n" + peer1, 4, "[Peer] without PublicKey"},
       // Two peers with one key: reported at the second PublicKey, naming the first peer.

@@ -185,16 +185,16 @@ TEST_CASE("dns: several answers keep their order, other types and classes are sk
           "[dns]") {
   Msg m;
   m.header(kId, kFlagsOk, 1, 6).question("example.com", kTypeA);
-  m.ptr(12).a({10, 0, 0, 3});
+  m.ptr(12).a({198, 19, 0, 3});
   m.ptr(12).rr(kTypeAaaa, kClassIn, {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
-  m.ptr(12).a({10, 0, 0, 1});
-  m.ptr(12).rr(kTypeA, kClassCh, {10, 9, 9, 9});
+  m.ptr(12).a({198, 19, 0, 1});
+  m.ptr(12).rr(kTypeA, kClassCh, {198, 19, 9, 9});
   m.ptr(12).rr(kTypeTxt, kClassIn, {5, 'h', 'e', 'l', 'l', 'o'});
-  m.ptr(12).a({10, 0, 0, 2});
+  m.ptr(12).a({198, 19, 0, 2});
 
   auto ans = parse_response(m.b, kId, kTypeA);
   REQUIRE(ans);
-  CHECK(strings(ans->addresses) == std::vector<std::string>{"10.0.0.3", "10.0.0.1", "10.0.0.2"});
+  CHECK(strings(ans->addresses) == std::vector<std::string>{"198.19.0.3", "198.19.0.1", "198.19.0.2"});
 }
 
 TEST_CASE("dns: CNAME chain is skipped and the target's address collected", "[dns]") {

@@ -72,8 +72,8 @@ TEST_CASE("ratelimiter: IPv4 keyed by full address, IPv6 by /64", "[ratelimiter]
   RateLimiter rl;
 
   SECTION("IPv4 neighbours have their own buckets") {
-    CHECK(allowed_of(rl, ip("10.0.0.1"), t0, 10) == 5);
-    CHECK(allowed_of(rl, ip("10.0.0.2"), t0, 10) == 5);
+    CHECK(allowed_of(rl, ip("198.19.0.1"), t0, 10) == 5);
+    CHECK(allowed_of(rl, ip("198.19.0.2"), t0, 10) == 5);
     CHECK(rl.size() == 2);
   }
   SECTION("IPv6 addresses in one /64 share a bucket") {
@@ -89,7 +89,7 @@ TEST_CASE("ratelimiter: IPv4 keyed by full address, IPv6 by /64", "[ratelimiter]
     CHECK(rl.size() == 2);
   }
   SECTION("an IPv4 address and an IPv6 one with the same leading bytes do not") {
-    CHECK(allowed_of(rl, ip("10.0.0.1"), t0, 10) == 5);
+    CHECK(allowed_of(rl, ip("198.19.0.1"), t0, 10) == 5);
     CHECK(allowed_of(rl, ip("a00:1::"), t0, 10) == 5);
     CHECK(rl.size() == 2);
   }
@@ -101,15 +101,15 @@ TEST_CASE("ratelimiter: IPv4 keyed by full address, IPv6 by /64", "[ratelimiter]
 
 TEST_CASE("ratelimiter: a full table denies new sources", "[ratelimiter]") {
   RateLimiter rl(4);
-  for (int i = 1; i <= 4; ++i) REQUIRE(rl.allow(ip("10.0.0." + std::to_string(i)), t0));
-  CHECK_FALSE(rl.allow(ip("10.0.0.5"), t0));
+  for (int i = 1; i <= 4; ++i) REQUIRE(rl.allow(ip("198.19.0." + std::to_string(i)), t0));
+  CHECK_FALSE(rl.allow(ip("198.19.0.5"), t0));
   CHECK_FALSE(rl.allow(ip("2001:db8::5"), t0 + 500ms));
   CHECK(rl.size() == 4);
-  CHECK(rl.allow(ip("10.0.0.1"), t0 + 500ms));  // known sources carry on
+  CHECK(rl.allow(ip("198.19.0.1"), t0 + 500ms));  // known sources carry on
 
   // Once the others have been idle for over a second, the sweep makes room.
-  CHECK(rl.allow(ip("10.0.0.5"), t0 + 1s + 1ns));
-  CHECK(rl.size() == 2);  // 10.0.0.1 (seen at 500 ms) and 10.0.0.5
+  CHECK(rl.allow(ip("198.19.0.5"), t0 + 1s + 1ns));
+  CHECK(rl.size() == 2);  // 198.19.0.1 (seen at 500 ms) and 198.19.0.5
 }
 
 TEST_CASE("ratelimiter: clear forgets every source, drained or filling the table", "[ratelimiter]") {
@@ -126,7 +126,7 @@ TEST_CASE("ratelimiter: clear forgets every source, drained or filling the table
 
 TEST_CASE("ratelimiter: idle sources are swept lazily, at most once a second", "[ratelimiter]") {
   RateLimiter rl;
-  const auto a = ip("10.0.0.1"), b = ip("10.0.0.2"), c = ip("10.0.0.3"), d = ip("10.0.0.4");
+  const auto a = ip("198.19.0.1"), b = ip("198.19.0.2"), c = ip("198.19.0.3"), d = ip("198.19.0.4");
   REQUIRE(rl.allow(a, t0));  // first call sweeps an empty table; next sweep at t0 + 1 s
   REQUIRE(rl.allow(b, t0));
   REQUIRE(rl.allow(c, t0));
