@@ -6,30 +6,18 @@
 #include <cstring>
 
 #include "bind/bind.hpp"
+#include "wg/base/host_port.hpp"
 
 namespace conn {
 
 std::optional<Endpoint> Endpoint::parse(std::string_view s) {
-  std::string_view host, port;
-  if (!s.empty() && s.front() == '[') {
-    auto close = s.find(']');
-    if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':')
-      return std::nullopt;
-    host = s.substr(1, close - 1);
-    port = s.substr(close + 2);
-  } else {
-    auto colon = s.rfind(':');
-    if (colon == std::string_view::npos || s.find(':') != colon) return std::nullopt;
-    host = s.substr(0, colon);
-    port = s.substr(colon + 1);
-  }
-  unsigned p = 0;
-  auto [end, err] = std::from_chars(port.data(), port.data() + port.size(), p);
-  if (port.empty() || err != std::errc{} || end != port.data() + port.size() || p == 0 || p > 65535)
-    return std::nullopt;
+  std::string host_text;
+  uint16_t port = 0;
+  if (!wg::split_host_port(s, host_text, port) || port == 0) return std::nullopt;
+  std::string_view host = host_text;
 
   Endpoint ep;
-  ep.port = static_cast<uint16_t>(p);
+  ep.port = port;
   std::string_view zone;
   if (auto pct = host.find('%'); pct != std::string_view::npos) {
     zone = host.substr(pct + 1);

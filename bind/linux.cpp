@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "bind/linux_msg.hpp"
+#include "wg/base/fd.hpp"
 
 namespace conn {
 
@@ -59,29 +60,7 @@ struct ScopeExit {
 template <class F>
 ScopeExit(F) -> ScopeExit<F>;
 
-class Fd {
-public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
-private:
-  int fd_ = -1;
-};
+using Fd = wg::UniqueFd;
 
 int poll_ms(std::chrono::steady_clock::duration left) {
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
@@ -395,11 +374,6 @@ private:
   size_t head_ = 0;  // entries_[head_] is the next to hand out
 };
 
-bool env_set(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
 }  // namespace
 
 // One socket and the scratch its receiver uses: preallocated so that receiving a batch
@@ -505,14 +479,7 @@ struct LinuxBind::Sockets {
   std::unique_ptr<Socket> v4, v6;
 };
 
-LinuxBind::Options LinuxBind::options_from_environment() {
-  Options o;
-  o.gso = !env_set("WG_DISABLE_UDP_GSO");
-  o.gro = !env_set("WG_DISABLE_UDP_GRO");
-  return o;
-}
-
-LinuxBind::LinuxBind() : LinuxBind(options_from_environment()) {}
+LinuxBind::LinuxBind() : LinuxBind(Options{}) {}
 LinuxBind::LinuxBind(Options options) : options_(options) {}
 LinuxBind::~LinuxBind() { close(); }
 

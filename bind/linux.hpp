@@ -56,12 +56,8 @@ public:
     // with EIO, which real kernels return when the egress device cannot checksum).
     int (*sendmmsg)(int fd, ::mmsghdr* msgs, unsigned n, int flags) = nullptr;
   };
-  // Options from the environment: WG_DISABLE_UDP_GSO and WG_DISABLE_UDP_GRO, when set
-  // to anything but "" or "0", turn the offload off (for kernels or drivers that are
-  // known to mishandle it).
-  static Options options_from_environment();
-
-  // LinuxBind() uses options_from_environment().
+  // Every offload on. The Bind reads no environment: the programs' switches
+  // (WG_DISABLE_UDP_GSO, WG_DISABLE_UDP_GRO) are theirs, examples/common/offload_switches.hpp.
   LinuxBind();
   explicit LinuxBind(Options options);
   ~LinuxBind() override;  // close()s

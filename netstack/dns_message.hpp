@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 namespace netstack::dns {
 

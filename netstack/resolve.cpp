@@ -8,7 +8,7 @@
 
 #include "netstack/dns_message.hpp"
 #include "netstack/stack_impl.hpp"
-#include "wg/crypto.hpp"
+#include "wg/base/random.hpp"
 
 namespace netstack {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "netstack/stack_impl.hpp"
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 
 extern "C" {
 #include "lwip/init.h"
@@ -439,8 +439,10 @@ void Stack::set_event_handler(std::function<void(tun::Event)> handler) {
     std::lock_guard lock(impl_->config_mu);
     impl_->event_handler = handler;
   }
-  // The netstack is always up.
-  if (handler) handler(tun::Event::up);
+  // The netstack is always up: said once, from the Stack's thread as tun::Device's
+  // contract has it (never on the caller's, which may hold its own locks). Queued on that
+  // thread before the Stack's end, so it runs before the Stack is gone.
+  if (handler) asio::post(impl_->io_, [handler] { handler(tun::Event::up); });
 }
 
 void Stack::close() { impl_->close(); }

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "tun/device.hpp"
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 namespace netstack {
 

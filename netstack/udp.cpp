@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "netstack/stack_impl.hpp"
-#include "wg/crypto.hpp"
+#include "wg/base/random.hpp"
 
 extern "C" {
 #include "lwip/inet_chksum.h"

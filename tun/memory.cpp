@@ -78,14 +78,4 @@ std::optional<std::vector<uint8_t>> MemoryDevice::take(std::chrono::milliseconds
   return p;
 }
 
-void MemoryDevice::set_mtu(int mtu) {
-  std::function<void(Event)> h;
-  {
-    std::lock_guard lock(mu_);
-    mtu_ = mtu;
-    h = handler_;
-  }
-  if (h) h(Event::mtu_changed);
-}
-
 }  // namespace tun

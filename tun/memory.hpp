@@ -31,10 +31,9 @@ public:
   bool inject(std::vector<uint8_t> packet);
   // Waits up to `timeout` for a packet the core wrote; a zero timeout returns at once.
   std::optional<std::vector<uint8_t>> take(std::chrono::milliseconds timeout);
-  void set_mtu(int mtu);
 
 private:
-  int mtu_;
+  const int mtu_;
   const size_t limit_;
   std::mutex mu_;
   std::condition_variable in_cv_, out_cv_;

@@ -32,6 +32,8 @@
 #include <thread>
 #include <utility>
 
+#include "wg/base/fd.hpp"
+
 namespace tunlinux {
 namespace {
 
@@ -41,27 +43,7 @@ constexpr int kWriteWaitMs = 100;
 std::error_code errno_code(int e = errno) { return {e, std::system_category()}; }
 std::error_code canceled() { return std::make_error_code(std::errc::operation_canceled); }
 
-class UniqueFd {
-public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = o.release();
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  explicit operator bool() const { return fd_ >= 0; }
-
-private:
-  int fd_;
-};
+using wg::UniqueFd;
 
 // An interface ioctl (SIOC*IF*) by name, through a throwaway AF_INET datagram socket.
 bool if_ioctl(const char* name, unsigned long request, ifreq& ifr, std::error_code& ec) {
@@ -79,11 +61,6 @@ bool if_ioctl(const char* name, unsigned long request, ifreq& ifr, std::error_co
 }
 
 bool is_up(unsigned flags) { return (flags & IFF_UP) && (flags & IFF_RUNNING); }
-
-bool env_set(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
 
 // Offers what `opts` allow and takes the first set the kernel accepts: everything, then
 // without USO (Linux before 6.2 refuses the unknown bits with EINVAL), then nothing.
@@ -104,14 +81,6 @@ bool negotiate_offloads(int fd, const Tun::Options& opts, unsigned& accepted, st
 }
 
 }  // namespace
-
-Tun::Options Tun::Options::from_env() {
-  Options o;
-  o.tso = !env_set("WG_TUN_DISABLE_TSO");
-  o.uso = !env_set("WG_TUN_DISABLE_USO");
-  o.gro = !env_set("WG_TUN_DISABLE_GRO");
-  return o;
-}
 
 // --- open ---
 

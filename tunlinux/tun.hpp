@@ -3,12 +3,13 @@
 // super-packets (split here into MTU-sized packets) and takes GRO-coalesced ones (merged
 // here from the batch), plus an rtnetlink thread that reports up/down/MTU events.
 //
-// Offloads and their off-switches (Options, or these environment variables for the
-// create()/from_fd() overloads without Options; "1" turns the offload off):
-//   WG_TUN_DISABLE_TSO=1  no TUN_F_TSO4/TSO6: the kernel segments TCP itself, reads
-//                         carry one packet each
-//   WG_TUN_DISABLE_USO=1  no TUN_F_USO4/USO6 (Linux >= 6.2): the same for UDP_SEGMENT senders
-//   WG_TUN_DISABLE_GRO=1  write() writes every packet on its own, never coalesced
+// Offloads and their off-switches (Options; the overloads without Options turn every
+// offload on, and the library reads no environment: the programs' WG_TUN_DISABLE_*
+// switches are in examples/common/offload_switches.hpp):
+//   tso = false  no TUN_F_TSO4/TSO6: the kernel segments TCP itself, reads carry one
+//                packet each
+//   uso = false  no TUN_F_USO4/USO6 (Linux >= 6.2): the same for UDP_SEGMENT senders
+//   gro = false  write() writes every packet on its own, never coalesced
 #pragma once
 
 #include <atomic>
@@ -54,8 +55,6 @@ public:
     // transient failures (EINTR, EAGAIN, ENOMEM) exactly where the real calls are.
     ssize_t (*readv)(int, const iovec*, int) = ::readv;
     ssize_t (*writev)(int, const iovec*, int) = ::writev;
-    // All on, less what WG_TUN_DISABLE_TSO/USO/GRO turn off.
-    static Options from_env();
   };
 
   // Creates (or attaches to a free, persistent) TUN interface `name` ("" lets the
@@ -70,7 +69,7 @@ public:
   // not a free TUN, invalid_argument for a name of IFNAMSIZ bytes or more.
   static std::unique_ptr<Tun> create(const std::string& name, int mtu, const Options& opts, std::error_code& ec);
   static std::unique_ptr<Tun> create(const std::string& name, int mtu, std::error_code& ec) {
-    return create(name, mtu, Options::from_env(), ec);
+    return create(name, mtu, Options{}, ec);
   }
 
   // Adopts an attached TUN descriptor (WG_TUN_FD from a parent process). Its flags are
@@ -78,7 +77,7 @@ public:
   // header size reset to 10 bytes and offloads negotiated afresh as create() does).
   // On success the Tun owns `fd`; on failure the caller still does.
   static std::unique_ptr<Tun> from_fd(int fd, const Options& opts, std::error_code& ec);
-  static std::unique_ptr<Tun> from_fd(int fd, std::error_code& ec) { return from_fd(fd, Options::from_env(), ec); }
+  static std::unique_ptr<Tun> from_fd(int fd, std::error_code& ec) { return from_fd(fd, Options{}, ec); }
 
   Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned offloads, const Options& opts,
       int nl_fd, int close_fd, int wake_fd);

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 namespace wg {
 

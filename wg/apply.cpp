@@ -9,16 +9,20 @@
 #include <set>
 #include <stdexcept>
 
+#include "wg/base/host_port.hpp"
+
 namespace wg {
 
 std::optional<conn::Endpoint> resolve_endpoint(const std::string& text, std::string& error) {
   if (auto ep = conn::Endpoint::parse(text)) return ep;
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    error = "endpoint '" + text + "' has no port";
+  std::string host;
+  uint16_t port_number = 0;
+  if (!split_host_port(text, host, port_number)) {
+    error = text.find(':') == std::string::npos ? "endpoint '" + text + "' has no port"
+                                                 : "endpoint '" + text + "' is not HOST:PORT";
     return std::nullopt;
   }
-  std::string host = text.substr(0, colon), port = text.substr(colon + 1);
+  const std::string port = std::to_string(port_number);
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
   hints.ai_flags = AI_NUMERICSERV;

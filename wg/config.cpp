@@ -15,6 +15,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "wg/base/fd.hpp"
+
 namespace wg {
 
 std::string_view trim_blanks(std::string_view s) {
@@ -301,12 +303,6 @@ private:
   std::unordered_map<PublicKey, size_t, PublicKeyHash> peer_lines_;   // key -> [Peer] line
 };
 
-// Closes the descriptor on every path.
-struct FdCloser {
-  int fd;
-  ~FdCloser() { ::close(fd); }
-};
-
 // Wipes a buffer that held key material on every path.
 struct WipeOnExit {
   std::string& s;
@@ -320,7 +316,7 @@ Config parse_config(std::string_view text) { return Parser().run(text); }
 Config load_config(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw ConfigError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  FdCloser closer{fd};
+  UniqueFd closer(fd);
   struct stat st{};
   if (::fstat(fd, &st) != 0)
     throw ConfigError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
@@ -348,9 +344,8 @@ Config load_config(const std::string& path) {
     throw ConfigError(fmt::format("{}: {}", path, e.what()), e.line());
   }
   if (config.iface.private_key && config_mode_is_loose(st.st_mode))
-    fmt::print(stderr,
-               "warning: {} is readable by group or others; private keys should be mode 0600\n",
-               path);
+    config.warnings.push_back(
+        fmt::format("warning: {} is readable by group or others; private keys should be mode 0600", path));
   return config;
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "wg/crypto.hpp"
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 namespace wg {
 
@@ -42,6 +42,9 @@ struct PeerConfig {
 struct Config {
   InterfaceConfig iface;
   std::vector<PeerConfig> peers;
+  // What the caller should tell its user (load_config's "readable by others"), one line
+  // each, never key material. The library prints nothing itself.
+  std::vector<std::string> warnings;
 };
 
 // what() is "line N: <message>" from parse_config, and "<path>: line N: <message>" or
@@ -62,7 +65,7 @@ private:
 Config parse_config(std::string_view text);
 
 // Reads and parses the file at path. Throws ConfigError naming the file. When the file
-// holds a PrivateKey and config_mode_is_loose(its mode), prints one warning line on stderr.
+// holds a PrivateKey and config_mode_is_loose(its mode), adds one line to `warnings`.
 // The buffer that held the file is wiped before returning.
 Config load_config(const std::string& path);
 

@@ -1,4 +1,4 @@
-// Crypto wrappers over libsodium (X25519, AEADs, randomness, wiping) and libb2 (BLAKE2s).
+// Crypto wrappers over libsodium (X25519, AEADs, wiping) and libb2 (BLAKE2s).
 #include "wg/crypto.hpp"
 
 #include <blake2.h>
@@ -23,9 +23,6 @@ constexpr size_t kBlockLen = 64;  // BLAKE2s block size, for HMAC
 
 void secure_wipe(void* p, size_t n) { sodium_memzero(p, n); }
 bool ct_equal(const void* a, const void* b, size_t n) { return sodium_memcmp(a, b, n) == 0; }
-void random_bytes(void* p, size_t n) {
-  if (n) randombytes_buf(p, n);
-}
 
 template <class Tag>
 bool Key<Tag>::is_zero() const {

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "wg/base/random.hpp"  // random_bytes, part of the crypto vocabulary
+
 namespace wg {
 
 inline constexpr size_t kKeyLen = 32;
@@ -26,7 +28,6 @@ using Bytes32 = std::array<uint8_t, 32>;
 void secure_wipe(void* p, size_t n);
 // Constant-time equality of two equal-length buffers.
 bool ct_equal(const void* a, const void* b, size_t n);
-void random_bytes(void* p, size_t n);
 
 // A 32-byte key. Tag keeps private, public, preshared and symmetric keys apart.
 // There is deliberately no formatter and no stream operator.

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 
 namespace wg {
 namespace {
@@ -572,8 +572,8 @@ void Device::timer_loop() {
         if (p->endpoint_) p->endpoint_->clear_source();
       }
       if (a.give_up) {
-        log::event("peer {}: no handshake after {} attempts, giving up until new traffic",
-                   p->public_key().to_base64().substr(0, 8) + "…", kMaxTimerHandshakes + 2);
+        log::event("{}: no handshake after {} attempts, giving up until new traffic", *p,
+                   kMaxTimerHandshakes + 2);
         clear_staged(*p);
       }
       if (a.zero_keys) zero_peer_keys(*p);

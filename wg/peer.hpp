@@ -8,6 +8,8 @@
 #include <mutex>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "bind/bind.hpp"
 #include "wg/cookie.hpp"
 #include "wg/keypair.hpp"
@@ -38,6 +40,20 @@ public:
 
   const PublicKey& public_key() const { return handshake_.remote_static; }
   Device& device() const { return device_; }
+
+  // What programs read (wg show, metrics, health): the counters, the endpoint as it is
+  // now, and whether the peer was removed from its device.
+  const PeerStats& stats() const { return stats_; }
+  std::optional<conn::Endpoint> endpoint() const {
+    std::lock_guard lock(endpoint_mu_);
+    return endpoint_;
+  }
+  bool removed() const { return removed_.load(); }
+
+private:
+  // The state below is the Device's to keep (its pipeline, handshakes and timers).
+  friend class Device;
+  friend struct DeviceFuzzAccess;
 
   // --- guarded by handshake_mu_ ---
   std::mutex handshake_mu_;
@@ -79,10 +95,20 @@ public:
   // finds nothing armed; set by whoever arms a timer, after arming it.
   std::atomic<bool> timer_listed_{false};
 
-private:
   Device& device_;
 };
 
 using PeerPtr = std::shared_ptr<Peer>;
 
 }  // namespace wg
+
+// A peer in a log line: "peer(" and a prefix of its public key (not secret; enough to tell
+// peers apart), never more of it.
+template <>
+struct fmt::formatter<wg::Peer> : fmt::formatter<std::string_view> {
+  template <class Context>
+  auto format(const wg::Peer& p, Context& ctx) const {
+    return fmt::formatter<std::string_view>::format("peer(" + p.public_key().to_base64().substr(0, 8) + "…)", ctx);
+  }
+};
+

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 namespace wg {
 

@@ -12,16 +12,11 @@
 #include <cstring>
 
 #include "wg/device.hpp"
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 #include "wg/transport_aead.hpp"
 
 namespace wg {
 namespace {
-
-std::string peer_name(const Peer& p) {
-  // Public keys are not secret; a prefix is enough to tell peers apart in logs.
-  return "peer(" + p.public_key().to_base64().substr(0, 8) + "…)";
-}
 
 std::optional<IpAddress> endpoint_ip(const conn::Endpoint& ep) {
   if (ep.family == 4) return IpAddress::v4(ep.addr.data());
@@ -241,7 +236,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
             std::chrono::system_clock::now().time_since_epoch()).count());
         p.stats_.unanswered_since_ns.store(0);
         stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
-        log::event("{}: handshake completed (responder)", peer_name(p));
+        log::event("{}: handshake completed (responder)", p);
         send_staged(p);
       }
       if (rekey) send_initiation(p, false);
@@ -463,7 +458,7 @@ void Device::consume_response_message(HandshakeJob& job) {
       std::chrono::system_clock::now().time_since_epoch()).count());
   p->stats_.unanswered_since_ns.store(0);
   stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
-  log::event("{}: handshake completed (initiator)", peer_name(*p));
+  log::event("{}: handshake completed (initiator)", *p);
   // Confirm the session to the responder: staged data, or a keepalive.
   send_keepalive(*p);
   poke_timers(*p);

@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "wg/device.hpp"
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 #include "wg/transport_aead.hpp"
 
 namespace wg {

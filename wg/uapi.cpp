@@ -1,11 +1,7 @@
 // UAPI: the text protocol of wireguard-go's ipc package, over any stream fd.
 #include "wg/uapi.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,9 +11,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 
 namespace wg::uapi {
 namespace {
@@ -205,11 +200,6 @@ bool write_all(int fd, std::string_view s, ConnActivity* activity) {
   return true;
 }
 
-int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // Line reader over a blocking fd, bounded so a client cannot make us buffer without end.
 class LineReader {
 public:
@@ -235,7 +225,7 @@ public:
         Waiting w(activity_);
         n = ::read(fd_, tmp, sizeof tmp);
       }
-      if (activity_) activity_->last_read_ns = steady_now_ns();
+      if (activity_) activity_->last_read_ns = ConnActivity::now_ns();
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return Status::end;
       buf_.append(tmp, static_cast<size_t>(n));
@@ -249,11 +239,11 @@ private:
   size_t pos_ = 0;
 };
 
-bool write_errno(int fd, int code, ConnActivity* activity = nullptr) {
+}  // namespace
+
+bool write_errno(int fd, int code, ConnActivity* activity) {
   return write_all(fd, "errno=" + std::to_string(code) + "\n\n", activity);
 }
-
-}  // namespace
 
 std::string get(Device& dev) {
   std::string out;
@@ -297,15 +287,12 @@ bool get(Device& dev, const std::function<bool(std::string_view)>& sink) {
     add("preshared_key", psk);
     secure_wipe(psk.data(), psk.size());
     add("protocol_version", "1");
-    {
-      std::lock_guard lock(p->endpoint_mu_);
-      if (p->endpoint_) add("endpoint", p->endpoint_->to_string());
-    }
-    int64_t ns = p->stats_.last_handshake_ns.load();
+    if (auto ep = p->endpoint()) add("endpoint", ep->to_string());
+    int64_t ns = p->stats().last_handshake_ns.load();
     add("last_handshake_time_sec", std::to_string(ns / 1000000000));
     add("last_handshake_time_nsec", std::to_string(ns % 1000000000));
-    add("tx_bytes", std::to_string(p->stats_.tx_bytes.load()));
-    add("rx_bytes", std::to_string(p->stats_.rx_bytes.load()));
+    add("tx_bytes", std::to_string(p->stats().tx_bytes.load()));
+    add("rx_bytes", std::to_string(p->stats().rx_bytes.load()));
     add("persistent_keepalive_interval", std::to_string(dev.persistent_keepalive(*p)));
     for (auto& prefix : dev.allowed_ips(*p)) add("allowed_ip", prefix.to_string());
     if (out.size() >= kPiece && !flush()) return false;
@@ -391,176 +378,6 @@ void serve(Device& dev, int fd, ConnActivity* activity) {
       return;
     }
   }
-}
-
-Server::Server(Device& dev, int listen_fd, size_t max_connections)
-    : dev_(dev), listen_fd_(listen_fd), max_connections_(std::max<size_t>(1, max_connections)) {
-  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  acceptor_ = std::thread([this] { accept_loop(); });
-}
-
-Server::~Server() { stop(); }
-
-void Server::stop() {
-  if (stopping_.exchange(true)) return;
-  ::shutdown(listen_fd_, SHUT_RDWR);
-  acceptor_.join();
-  ::close(listen_fd_);
-  if (spare_fd_ >= 0) ::close(spare_fd_);
-  std::list<Conn> conns;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& c : conns_)
-      if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
-    conns.swap(conns_);
-  }
-  for (auto& c : conns) c.thread.join();
-}
-
-size_t Server::connections() {
-  std::lock_guard lock(mu_);
-  return static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const Conn& c) { return c.fd >= 0; }));
-}
-
-void Server::reap_locked() {
-  std::erase_if(conns_, [](Conn& c) {
-    if (c.fd >= 0) return false;
-    c.thread.join();
-    return true;
-  });
-}
-
-bool Server::evict_locked() {
-  Conn* victim = nullptr;
-  for (auto& c : conns_) {
-    if (c.fd < 0 || !c.activity.waiting) continue;
-    if (!victim || c.activity.last_read_ns < victim->activity.last_read_ns) victim = &c;
-  }
-  if (!victim) return false;
-  // Its thread's read() returns 0 and the thread closes the fd; shut down once only.
-  victim->activity.waiting = false;
-  victim->activity.last_read_ns = INT64_MAX;
-  ::shutdown(victim->fd, SHUT_RDWR);
-  return true;
-}
-
-void Server::accept_loop() {
-  while (!stopping_) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    int r = ::poll(&pfd, 1, 200);
-    {
-      // Join the threads of connections that ended (their fds are closed already).
-      std::lock_guard lock(mu_);
-      reap_locked();
-    }
-    if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (r <= 0 || stopping_) continue;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) {
-      take(fd, false);
-      continue;
-    }
-    if (errno != EMFILE && errno != ENFILE) continue;
-    // Out of descriptors, with a connection in the backlog that poll() will report again
-    // at once. Make room by closing the connection quiet longest, and accept this one on
-    // the reserve descriptor; with nothing to close, it is answered and closed.
-    bool room;
-    {
-      std::lock_guard lock(mu_);
-      room = evict_locked();
-    }
-    if (spare_fd_ >= 0) {
-      ::close(spare_fd_);
-      spare_fd_ = -1;
-      fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    }
-    if (fd >= 0 && room) {
-      take(fd, true);
-    } else if (fd >= 0) {
-      // Accepted on the reserve descriptor with nothing to close to make room: holding it
-      // would leave no reserve for the next one.
-      log::error("UAPI: out of file descriptors, connection refused");
-      write_errno(fd, kErrorNoDescriptors);
-      ::close(fd);
-    } else {
-      // The evicted connection's thread has not closed its fd yet: give it a moment
-      // instead of spinning on a backlog we cannot take.
-      ::poll(nullptr, 0, 10);
-    }
-  }
-}
-
-void Server::take(int fd, bool room_made) {
-  std::lock_guard lock(mu_);
-  if (stopping_) {
-    ::close(fd);
-    return;
-  }
-  size_t open = static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const Conn& c) { return c.fd >= 0; }));
-  if (open >= max_connections_ && !room_made) evict_locked();
-  Conn& c = conns_.emplace_back();
-  c.fd = fd;
-  c.activity.last_read_ns = steady_now_ns();
-  try {
-    c.thread = std::thread([this, &c] {
-      serve(dev_, c.fd, &c.activity);
-      std::lock_guard lock(mu_);
-      ::close(c.fd);
-      c.fd = -1;
-    });
-  } catch (const std::system_error&) {
-    log::error("UAPI: cannot start a thread, connection refused");
-    write_errno(fd, kErrorNoThread);
-    ::close(fd);
-    conns_.pop_back();
-  }
-}
-
-int listen_unix(const std::string& path, std::string& error) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) {
-    error = "socket path too long: " + path;
-    return -1;
-  }
-  std::error_code fec;
-  auto dir = std::filesystem::path(path).parent_path();
-  // A directory we make is 0755 whatever the umask (wg reads the socket as root; others
-  // may list it, as for wireguard-go). One that exists keeps its mode: this once turned
-  // /tmp into 0755 for a socket made there.
-  if (!dir.empty() && std::filesystem::create_directories(dir, fec) && !fec) ::chmod(dir.c_str(), 0755);
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    error = std::string("socket: ") + std::strerror(errno);
-    return -1;
-  }
-  // The socket file gets 0600: only its owner may connect (a socket needs write
-  // permission to connect; x means nothing on it).
-  mode_t old = ::umask(0177);
-  int r = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  if (r < 0 && errno == EADDRINUSE) {
-    // Another daemon may own it: only a socket that no longer answers is removed.
-    int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool alive = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    if (probe >= 0) ::close(probe);
-    if (alive) {
-      ::umask(old);
-      ::close(fd);
-      error = "UAPI socket " + path + " is in use by another process";
-      return -1;
-    }
-    ::unlink(path.c_str());
-    r = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  }
-  ::umask(old);
-  if (r < 0 || ::listen(fd, 16) < 0) {
-    error = "cannot listen on " + path + ": " + std::strerror(errno);
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 }  // namespace wg::uapi

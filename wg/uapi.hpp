@@ -1,16 +1,13 @@
 // The cross-platform userspace API (`get=1` / `set=1`) that `wg` and `wg-quick` speak,
-// with wireguard-go's keys and its `errno=-N` replies, and a Unix-socket server for it.
+// with wireguard-go's keys and its `errno=-N` replies: the codec and one connection's
+// conversation over any stream fd. The Unix-socket server is wg/uapi_server.hpp.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <functional>
-#include <memory>
-#include <istream>
-#include <list>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "wg/device.hpp"
 
@@ -60,55 +57,15 @@ inline constexpr int kErrorNoThread = -11;       // -EAGAIN
 struct ConnActivity {
   std::atomic<bool> waiting{true};
   std::atomic<int64_t> last_read_ns{0};
+  // The clock of last_read_ns: steady, in nanoseconds.
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
 };
 void serve(Device& dev, int fd, ConnActivity* activity = nullptr);
-
-// Listens on a Unix socket and serves each connection on its own thread, at most
-// max_connections at once (see kMaxConnections). Survives the descriptor limit: one
-// descriptor is kept in reserve so that a connection at the limit is still accepted and
-// either served (after closing the connection quiet longest) or answered
-// kErrorNoDescriptors, never left in the backlog with accept() failing in a loop.
-class Server {
-public:
-  // Takes ownership of a listening socket (see listen_unix).
-  Server(Device& dev, int listen_fd, size_t max_connections = kMaxConnections);
-  ~Server();
-  // Closes the listening socket and every connection, and waits for their threads.
-  void stop();
-  // Connections being served now (for tests).
-  size_t connections();
-
-private:
-  struct Conn {
-    int fd;  // -1 once the connection's thread has closed it
-    ConnActivity activity;
-    std::thread thread;
-  };
-  void accept_loop();
-  // Starts serving an accepted connection (or answers it -EAGAIN and closes it when no
-  // thread can be had). Past max_connections it first closes the quietest one, unless
-  // room_made says the caller has.
-  void take(int fd, bool room_made);
-  // Shuts down the waiting connection quiet longest; false if none waits. Holds mu_.
-  bool evict_locked();
-  void reap_locked();
-
-  Device& dev_;
-  int listen_fd_;
-  const size_t max_connections_;
-  int spare_fd_ = -1;  // the reserve descriptor; only the acceptor thread touches it
-  std::atomic<bool> stopping_{false};
-  std::mutex mu_;
-  std::list<Conn> conns_;  // guarded by mu_; finished ones (fd -1) are joined by the acceptor
-  std::thread acceptor_;
-};
-
-// Where wg(8) looks for the socket of a userspace interface NAME: kSocketDir/NAME.sock.
-inline constexpr const char* kSocketDir = "/var/run/wireguard";
-
-// Creates /var/run/wireguard (0755) style directories and binds `path` with mode 0600
-// (umask 0177). A path whose socket still answers is in use: error, never removed; a
-// stale file is replaced. Returns the fd or -1 with `error` set.
-int listen_unix(const std::string& path, std::string& error);
+// Writes a reply's end, `errno=CODE` and the blank line; false when the client is gone.
+bool write_errno(int fd, int code, ConnActivity* activity = nullptr);
 
 }  // namespace wg::uapi

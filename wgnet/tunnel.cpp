@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "wg/apply.hpp"
+#include "wg/base/log.hpp"
 #include "wg/messages.hpp"
 
 namespace wgnet {
@@ -32,7 +33,9 @@ std::unique_ptr<Tunnel> Tunnel::open(const wg::Config& config, const TunnelOptio
 }
 
 std::unique_ptr<Tunnel> Tunnel::open_file(const std::string& path, const TunnelOptions& options) {
-  return open(wg::load_config(path), options);
+  auto config = wg::load_config(path);
+  for (auto& w : config.warnings) wg::log::error("{}", w);  // the embedding program's log level decides
+  return open(std::move(config), options);
 }
 
 std::unique_ptr<Tunnel> Tunnel::open_text(std::string_view wg_quick_config, const TunnelOptions& options) {

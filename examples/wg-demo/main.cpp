@@ -12,7 +12,7 @@
 #include "bind/memory.hpp"
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 #include "wg/uapi.hpp"
 
 using namespace std::chrono_literals;

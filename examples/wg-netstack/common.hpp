@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "host_port.hpp"
+#include "wg/base/host_port.hpp"
 #include "proxy_config.hpp"
 #include "wg/crypto.hpp"
 #include "netstack/stack.hpp"
@@ -22,6 +22,8 @@
 #include "wg/device.hpp"
 
 namespace wgns {
+
+using wg::split_host_port;
 
 using asio::ip::udp;
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 
 namespace wgns {
 namespace {

@@ -20,8 +20,8 @@ namespace http = boost::beast::http;
 bool handshakes_healthy(Context& ctx) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   for (auto& p : ctx.device.peers()) {
-    if (p->stats_.last_handshake_ns.load() <= 0) continue;
-    const auto unanswered = std::chrono::nanoseconds(p->stats_.unanswered_since_ns.load());
+    if (p->stats().last_handshake_ns.load() <= 0) continue;
+    const auto unanswered = std::chrono::nanoseconds(p->stats().unanswered_since_ns.load());
     if (unanswered.count() == 0 || now - unanswered < wg::kRekeyTimeout + std::chrono::seconds(1)) return true;
   }
   return false;
@@ -58,14 +58,14 @@ std::string metrics_text(Context& ctx) {
   auto peers = ctx.device.peers();
   metric("wgnet_peer_tx_bytes_total", "counter", "Bytes sent to the peer (UDP payload).");
   for (size_t i = 0; i < peers.size(); ++i)
-    out += fmt::format("wgnet_peer_tx_bytes_total{{peer=\"{}\"}} {}\n", i, peers[i]->stats_.tx_bytes.load());
+    out += fmt::format("wgnet_peer_tx_bytes_total{{peer=\"{}\"}} {}\n", i, peers[i]->stats().tx_bytes.load());
   metric("wgnet_peer_rx_bytes_total", "counter", "Bytes received from the peer (UDP payload).");
   for (size_t i = 0; i < peers.size(); ++i)
-    out += fmt::format("wgnet_peer_rx_bytes_total{{peer=\"{}\"}} {}\n", i, peers[i]->stats_.rx_bytes.load());
+    out += fmt::format("wgnet_peer_rx_bytes_total{{peer=\"{}\"}} {}\n", i, peers[i]->stats().rx_bytes.load());
   metric("wgnet_peer_last_handshake_seconds", "gauge", "Unix time of the last completed handshake (0: never).");
   for (size_t i = 0; i < peers.size(); ++i)
     out += fmt::format("wgnet_peer_last_handshake_seconds{{peer=\"{}\"}} {}\n", i,
-                       peers[i]->stats_.last_handshake_ns.load() / 1000000000);
+                       peers[i]->stats().last_handshake_ns.load() / 1000000000);
   auto& d = ctx.device.stats();
   metric("wgnet_handshakes_total", "counter", "Handshakes completed.");
   out += fmt::format("wgnet_handshakes_total {}\n", d.handshakes_completed.load());

@@ -11,7 +11,7 @@
 
 #include "handshake.hpp"
 #include "tls_stream.hpp"
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 
 namespace wgns {
 namespace http = boost::beast::http;

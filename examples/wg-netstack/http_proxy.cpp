@@ -12,7 +12,7 @@
 #include "http_forward.hpp"
 #include "http_request.hpp"
 #include "tls_stream.hpp"
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 
 namespace wgns {
 namespace http = boost::beast::http;

@@ -28,11 +28,12 @@
 #include "health.hpp"
 #include "proxy_config.hpp"
 #include "http_proxy.hpp"
+#include "offload_switches.hpp"
 #include "socks5.hpp"
 #include "tls_stream.hpp"
 #include "wg/apply.hpp"
-#include "wg/log.hpp"
-#include "wg/uapi.hpp"
+#include "wg/base/log.hpp"
+#include "wg/uapi_server.hpp"
 
 namespace wgns {
 
@@ -106,7 +107,7 @@ void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
     for (auto& [key, text] : named) {
       auto p = ctx.device.lookup_peer(key);
       if (!p) continue;
-      auto last = std::chrono::nanoseconds(p->stats_.last_handshake_ns.load());
+      auto last = std::chrono::nanoseconds(p->stats().last_handshake_ns.load());
       if (last.count() > 0 && now - last < wg::kRekeyAfterTime + wg::kRekeyTimeout) continue;
       std::string err;
       if (auto ep = wg::resolve_endpoint(text, err)) {
@@ -476,7 +477,8 @@ int main(int argc, char** argv) {
     auto stack = netstack::Stack::create(so, sec);
     if (!stack) throw std::runtime_error("cannot create the network stack: " + sec.message());
 
-    conn::LinuxBind bind;
+    // WG_DISABLE_UDP_GSO / WG_DISABLE_UDP_GRO, as for wg-tun (the library reads no environment).
+    conn::LinuxBind bind(programs::offloads_from_environment(false).bind);
     wg::Device device(*stack, bind);
     wg::apply_config(device, cfg);
     if (auto ec = device.up())

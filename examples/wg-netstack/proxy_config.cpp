@@ -17,10 +17,13 @@
 #include <cstring>
 #include <map>
 
-#include "host_port.hpp"
+#include "wg/base/host_port.hpp"
+#include "wg/base/fd.hpp"
 #include "wg/crypto.hpp"
 
 namespace wgns {
+
+using wg::split_host_port;
 
 std::optional<std::string> process_env(const std::string& name) {
   const char* v = std::getenv(name.c_str());
@@ -182,12 +185,9 @@ void append_wiping(std::string& s, std::string_view more) {
 
 // Reads a file of at most kMaxFileSize bytes; `what` prefixes errors. st receives its stat.
 std::string read_file(const std::string& path, const std::string& what, struct stat& st) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw wg::ConfigError(fmt::format("{}: cannot open: {}", what, std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  wg::UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file) throw wg::ConfigError(fmt::format("{}: cannot open: {}", what, std::strerror(errno)));
+  const int fd = file.get();
   if (::fstat(fd, &st) != 0) throw wg::ConfigError(fmt::format("{}: cannot stat: {}", what, std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) throw wg::ConfigError(fmt::format("{}: not a regular file", what));
   std::string text;

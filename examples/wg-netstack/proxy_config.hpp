@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "wg/config.hpp"
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 namespace wgns {
 

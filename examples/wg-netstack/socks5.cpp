@@ -8,7 +8,7 @@
 #include "handshake.hpp"
 #include "socks5_parse.hpp"
 #include "wg/crypto.hpp"
-#include "wg/log.hpp"
+#include "wg/base/log.hpp"
 
 namespace wgns {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 namespace wgns::socks5 {
 namespace {

@@ -5,9 +5,9 @@
 //   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_PROCESS_FOREGROUND=1
 //
 // Each offload can be turned off by a flag or by its environment switch (either one is
-// enough): --disable-tso (WG_TUN_DISABLE_TSO), --disable-uso (WG_TUN_DISABLE_USO),
-// --disable-tun-gro (WG_TUN_DISABLE_GRO), --disable-udp-gso (WG_DISABLE_UDP_GSO),
-// --disable-udp-gro (WG_DISABLE_UDP_GRO).
+// enough; the table is programs::kOffloadSwitches): --disable-tso (WG_TUN_DISABLE_TSO),
+// --disable-uso (WG_TUN_DISABLE_USO), --disable-tun-gro (WG_TUN_DISABLE_GRO),
+// --disable-udp-gso (WG_DISABLE_UDP_GSO), --disable-udp-gro (WG_DISABLE_UDP_GRO).
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
@@ -27,37 +27,21 @@
 #include <vector>
 
 #include "bind/linux.hpp"
+#include "offload_switches.hpp"
 #include "tunlinux/tun.hpp"
 #include "wg/device.hpp"
-#include "wg/log.hpp"
-#include "wg/uapi.hpp"
+#include "wg/base/log.hpp"
+#include "wg/uapi_server.hpp"
 
 namespace {
 
 constexpr const char* kVersion = WGNET_VERSION;
 using wg::uapi::kSocketDir;
 
-// What the command line turned off.
-struct Disabled {
-  bool tso = false, uso = false, tun_gro = false, udp_gso = false, udp_gro = false;
-};
-
-// The offload off-switches: the flag, the environment variable that does the same (read
-// by tunlinux::Tun::Options::from_env and conn::LinuxBind::options_from_environment),
-// and what they turn off.
-struct OffloadFlag {
-  const char* flag;
-  const char* env;
-  const char* what;
-  bool Disabled::*field;
-};
-constexpr OffloadFlag kOffloadFlags[] = {
-    {"--disable-tso", "WG_TUN_DISABLE_TSO", "TUN TCP segmentation offload (TSO4/TSO6)", &Disabled::tso},
-    {"--disable-uso", "WG_TUN_DISABLE_USO", "TUN UDP segmentation offload (USO4/USO6)", &Disabled::uso},
-    {"--disable-tun-gro", "WG_TUN_DISABLE_GRO", "coalescing (GRO) of packets written to the TUN", &Disabled::tun_gro},
-    {"--disable-udp-gso", "WG_DISABLE_UDP_GSO", "UDP_SEGMENT sends on the UDP sockets", &Disabled::udp_gso},
-    {"--disable-udp-gro", "WG_DISABLE_UDP_GRO", "UDP_GRO receives on the UDP sockets", &Disabled::udp_gro},
-};
+using programs::kOffloadSwitches;
+using programs::OffloadSwitch;
+// The off-switches the command line gave (each once), entries of kOffloadSwitches.
+using Disabled = std::vector<const OffloadSwitch*>;
 
 // A usage error: one line on stderr, exit status 1 (as wireguard-go's; wg-netstack's too).
 [[noreturn]] void usage_error(const char* argv0, const std::string& what) {
@@ -71,7 +55,7 @@ constexpr OffloadFlag kOffloadFlags[] = {
   fmt::print(out, "Usage: {} [-f/--foreground] [--disable-OFFLOAD]... INTERFACE-NAME\n", argv0);
   fmt::print(out, "       {} --version\n\nEach offload is on by default; a flag or its environment variable turns it off:\n",
              argv0);
-  for (const auto& f : kOffloadFlags) fmt::print(out, "  {:<18} {:<20} {}\n", f.flag, f.env, f.what);
+  for (const auto& f : kOffloadSwitches) fmt::print(out, "  {:<18} {:<20} {}\n", f.flag, f.env, f.what);
   std::exit(code);
 }
 
@@ -124,8 +108,7 @@ int daemonize(const char* self, const std::string& iface, const Disabled& disabl
   setenv("WG_UAPI_FD", "4", 1);
   setenv("WG_PROCESS_FOREGROUND", "1", 1);
   std::vector<const char*> args{self, "-f", iface.c_str()};
-  for (const auto& f : kOffloadFlags)
-    if (disabled.*f.field) args.push_back(f.flag);
+  for (const OffloadSwitch* f : disabled) args.push_back(f->flag);
   args.push_back(nullptr);
   execv("/proc/self/exe", const_cast<char* const*>(args.data()));
   _exit(127);
@@ -155,9 +138,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a == "-h" || a == "--help") usage(argv[0], 0);
-    auto flag = std::find_if(std::begin(kOffloadFlags), std::end(kOffloadFlags),
-                             [&](const OffloadFlag& f) { return a == f.flag; });
-    if (flag != std::end(kOffloadFlags)) disabled.*flag->field = true;
+    auto flag = std::find_if(std::begin(kOffloadSwitches), std::end(kOffloadSwitches),
+                             [&](const OffloadSwitch& f) { return a == f.flag; });
+    if (flag != std::end(kOffloadSwitches)) {
+      if (std::find(disabled.begin(), disabled.end(), flag) == disabled.end()) disabled.push_back(flag);
+    }
     else if (a == "-f" || a == "--foreground") foreground = true;
     else if (iface.empty() && !a.empty() && a[0] != '-') iface = a;
     else if (a.empty() || a[0] == '-') usage_error(argv[0], "unknown option '" + a + "'");
@@ -179,13 +164,10 @@ int main(int argc, char** argv) {
 
   // --- the interface ---
   // A flag or the environment variable turns an offload off.
-  tunlinux::Tun::Options tun_opts = tunlinux::Tun::Options::from_env();
-  tun_opts.tso = tun_opts.tso && !disabled.tso;
-  tun_opts.uso = tun_opts.uso && !disabled.uso;
-  tun_opts.gro = tun_opts.gro && !disabled.tun_gro;
-  conn::LinuxBind::Options bind_opts = conn::LinuxBind::options_from_environment();
-  bind_opts.gso = bind_opts.gso && !disabled.udp_gso;
-  bind_opts.gro = bind_opts.gro && !disabled.udp_gro;
+  programs::OffloadOptions offloads = programs::offloads_from_environment();
+  for (const OffloadSwitch* f : disabled) programs::turn_off(*f, offloads);
+  const tunlinux::Tun::Options& tun_opts = offloads.tun;
+  const conn::LinuxBind::Options& bind_opts = offloads.bind;
 
   std::error_code ec;
   std::unique_ptr<tunlinux::Tun> tun;
@@ -199,8 +181,7 @@ int main(int argc, char** argv) {
 
   // --- the UAPI socket ---
   std::string socket_path = std::string(kSocketDir) + "/" + name + ".sock";
-  int uapi_fd;
-  bool own_socket_file = true;
+  int uapi_fd;  // this process made the socket file, or its parent did before daemonizing
   if (auto fd = env_fd("WG_UAPI_FD")) {
     uapi_fd = *fd;
   } else {
@@ -244,7 +225,7 @@ int main(int argc, char** argv) {
   sigwait(&sigs, &sig);
   wg::log::event("interface {}: {}, shutting down", name, sig == SIGUSR1 ? "deleted" : "signal received");
   server.stop();
-  if (own_socket_file) ::unlink(socket_path.c_str());
+  ::unlink(socket_path.c_str());
   device.close();
   return 0;
 }

@@ -2,7 +2,7 @@
 // the input's own first two bytes, so the fuzzer gets past the id check. Also checks
 // that what comes back is consistent with the question asked.
 //   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//     netstack/dns_message.cpp wg/ip.cpp tests/fuzz/dns_message_fuzz.cpp -o /tmp/dns_message_fuzz
+//     netstack/dns_message.cpp wg/base/ip.cpp tests/fuzz/dns_message_fuzz.cpp -o /tmp/dns_message_fuzz
 //   /tmp/dns_message_fuzz tests/fuzz/corpus/dns_message
 #include <cstddef>
 #include <cstdint>

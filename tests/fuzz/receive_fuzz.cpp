@@ -151,7 +151,7 @@ struct DeviceFuzzAccess {
         lock.lock();
       }
       auto removed = std::partition(d.timer_peers_.begin(), d.timer_peers_.end(),
-                                    [](const PeerPtr& p) { return !p->removed_; });
+                                    [](const PeerPtr& p) { return !p->removed(); });
       for (auto it = removed; it != d.timer_peers_.end(); ++it) gone.push_back(std::move(*it));
       d.timer_peers_.erase(removed, d.timer_peers_.end());
       // Its storage too: the thread, poked but not yet running, would free it in the next

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "socks5_parse.hpp"
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 using namespace wgns::socks5;
 

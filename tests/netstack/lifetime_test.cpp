@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -147,4 +148,34 @@ TEST_CASE("netstack lifetime: destroying the Stack with operations pending abort
   std::this_thread::sleep_for(10ms);
   std::lock_guard lock(prog.mu);
   CHECK(prog.results.size() == 8);  // every operation completed exactly once
+}
+
+TEST_CASE("netstack lifetime: the up event comes from the Stack's thread, as tun::Device promises", "[netstack][lifetime]") {
+  // It was called on the caller's thread, inside set_event_handler: a Device that holds
+  // its own lock while it sets the handler would have taken the event under that lock.
+  std::error_code sec;
+  auto st = netstack::Stack::create(options(), sec);
+  REQUIRE(st);
+  std::mutex mu;
+  std::condition_variable cv;
+  int ups = 0, others = 0;
+  bool on_stack_thread = false, on_caller_thread = false;
+  const auto caller = std::this_thread::get_id();
+  netstack::Stack& stack = *st;
+  stack.set_event_handler([&](tun::Event e) {
+    const bool stack_thread = stack.get_executor().running_in_this_thread();
+    const bool caller_thread = std::this_thread::get_id() == caller;
+    std::lock_guard l(mu);
+    if (e == tun::Event::up) ++ups;
+    else ++others;
+    on_stack_thread = stack_thread;
+    on_caller_thread = caller_thread;
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return ups > 0; }));
+  CHECK(ups == 1);
+  CHECK(others == 0);
+  CHECK(on_stack_thread);
+  CHECK_FALSE(on_caller_thread);
 }

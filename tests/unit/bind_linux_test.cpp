@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bind/linux.hpp"
+#include "offload_switches.hpp"
 #include "skip.hpp"
 
 using conn::Endpoint;
@@ -536,7 +537,8 @@ TEST_CASE("bind linux: GSO and GRO are on by default where the kernel has them",
   REQUIRE_FALSE(off.gro_enabled());
 }
 
-TEST_CASE("bind linux: WG_DISABLE_UDP_GSO / WG_DISABLE_UDP_GRO switch the offloads off", "[bind]") {
+TEST_CASE("bind linux: the programs' WG_DISABLE_UDP_GSO / WG_DISABLE_UDP_GRO switch the offloads off and the library ignores them", "[bind]") {
+  // The Bind read them itself, so an embedding program inherited switches it never asked for.
   struct Env {  // restores both variables
     std::optional<std::string> gso, gro;
     Env() {
@@ -554,30 +556,38 @@ TEST_CASE("bind linux: WG_DISABLE_UDP_GSO / WG_DISABLE_UDP_GRO switch the offloa
   } env;
   ::unsetenv("WG_DISABLE_UDP_GSO");
   ::unsetenv("WG_DISABLE_UDP_GRO");
-  REQUIRE(LinuxBind::options_from_environment().gso);
-  REQUIRE(LinuxBind::options_from_environment().gro);
+  REQUIRE(programs::offloads_from_environment().bind.gso);
+  REQUIRE(programs::offloads_from_environment().bind.gro);
+  auto opened = [](LinuxBind& b) {
+    uint16_t port = 0;
+    std::error_code ec;
+    b.open(0, port, ec);
+    REQUIRE_FALSE(ec);
+  };
 
   ::setenv("WG_DISABLE_UDP_GSO", "1", 1);
   ::setenv("WG_DISABLE_UDP_GRO", "0", 1);  // "0" (or empty) leaves it on
   {
-    LinuxBind b;
-    uint16_t port = 0;
-    std::error_code ec;
-    b.open(0, port, ec);
-    REQUIRE_FALSE(ec);
+    LinuxBind b(programs::offloads_from_environment(false).bind);
+    opened(b);
     REQUIRE_FALSE(b.gso_enabled());
     REQUIRE(b.gro_enabled() == kernel_gro());
+    LinuxBind plain;
+    opened(plain);
+    REQUIRE(plain.gso_enabled() == kernel_gso());
+    REQUIRE(plain.gro_enabled() == kernel_gro());
   }
   ::setenv("WG_DISABLE_UDP_GSO", "", 1);
   ::setenv("WG_DISABLE_UDP_GRO", "1", 1);
   {
-    LinuxBind b;
-    uint16_t port = 0;
-    std::error_code ec;
-    b.open(0, port, ec);
-    REQUIRE_FALSE(ec);
+    LinuxBind b(programs::offloads_from_environment(false).bind);
+    opened(b);
     REQUIRE(b.gso_enabled() == kernel_gso());
     REQUIRE_FALSE(b.gro_enabled());
+    LinuxBind plain;
+    opened(plain);
+    REQUIRE(plain.gso_enabled() == kernel_gso());
+    REQUIRE(plain.gro_enabled() == kernel_gro());
   }
 }
 

@@ -100,7 +100,7 @@ TEST_CASE("device: handshake on first packet, then data both ways", "[device]") 
   CHECK(*back == ip4_packet(2, 1, 8));
   CHECK(pr.a.dev.stats().handshakes_completed == 1);
   CHECK(pr.b.dev.stats().handshakes_completed == 1);
-  CHECK(pr.a_to_b->stats_.last_handshake_ns.load() > 0);
+  CHECK(pr.a_to_b->stats().last_handshake_ns.load() > 0);
 }
 
 // An initiation to `to` as a flood from spoofed sources sends it: random contents (no
@@ -237,8 +237,8 @@ TEST_CASE("device: 100000 packets each way arrive in order, none lost", "[device
   CHECK(pr.b.dev.stats().dropped_replay == 0);
   // tx of one side matches rx of the other once traffic has settled.
   std::this_thread::sleep_for(100ms);
-  CHECK(pr.a_to_b->stats_.tx_bytes.load() == pr.b_to_a->stats_.rx_bytes.load());
-  CHECK(pr.b_to_a->stats_.tx_bytes.load() == pr.a_to_b->stats_.rx_bytes.load());
+  CHECK(pr.a_to_b->stats().tx_bytes.load() == pr.b_to_a->stats().rx_bytes.load());
+  CHECK(pr.b_to_a->stats().tx_bytes.load() == pr.a_to_b->stats().rx_bytes.load());
 }
 
 TEST_CASE("device: packets from a source outside the peer's allowed IPs are dropped", "[device]") {

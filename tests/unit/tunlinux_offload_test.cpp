@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "offload_switches.hpp"
 #include "skip.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/offload.hpp"
@@ -1166,21 +1167,28 @@ TEST_CASE("tun offload: negotiation, ethtool's view and the off-switches", "[tun
     EXPECT(tun->gro().tcp && tun->gro().udp);
     tun.reset();
 
-    step("WG_TUN_DISABLE_TSO/USO/GRO");
+    step("WG_TUN_DISABLE_TSO/USO/GRO: the programs' switches, which the library ignores");
     ::setenv("WG_TUN_DISABLE_TSO", "1", 1);
     ::setenv("WG_TUN_DISABLE_GRO", "1", 1);
-    const auto opts = tunlinux::Tun::Options::from_env();
+    const auto opts = programs::offloads_from_environment().tun;
     EXPECT(!opts.tso && opts.uso && !opts.gro);
     std::error_code ec;
-    tun = tunlinux::Tun::create(kIf, 1420, ec);
+    tun = tunlinux::Tun::create(kIf, 1420, opts, ec);
     EXPECT_MSG(tun && !ec, ec.message());
     EXPECT(tun->offloads() == (TUN_F_CSUM | tunlinux::kTunFUso4 | tunlinux::kTunFUso6));
     EXPECT(!tso_on(kIf));
     EXPECT(!tun->gro().tcp && !tun->gro().udp);
     tun.reset();
+    // Without Options, everything on whatever the environment says (the Tun read it
+    // itself, so an embedding program inherited switches it never asked for).
+    tun = tunlinux::Tun::create(kIf, 1420, ec);
+    EXPECT_MSG(tun && !ec, ec.message());
+    EXPECT(tun->offloads() == all);
+    EXPECT(tun->gro().tcp && tun->gro().udp);
+    tun.reset();
     ::setenv("WG_TUN_DISABLE_USO", "1", 1);
     ::setenv("WG_TUN_DISABLE_GRO", "0", 1);
-    tun = tunlinux::Tun::create(kIf, 1420, ec);
+    tun = tunlinux::Tun::create(kIf, 1420, programs::offloads_from_environment().tun, ec);
     EXPECT_MSG(tun && !ec, ec.message());
     EXPECT(tun->offloads() == 0);
     EXPECT(tun->gro().tcp && tun->gro().udp);

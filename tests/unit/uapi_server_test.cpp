@@ -25,7 +25,7 @@
 #include "bind/memory.hpp"
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
-#include "wg/uapi.hpp"
+#include "wg/uapi_server.hpp"
 
 using namespace wg;
 using namespace std::chrono_literals;

@@ -1,5 +1,5 @@
 // IP address and prefix parsing/formatting, and header peeking for routing.
-#include "wg/ip.hpp"
+#include "wg/base/ip.hpp"
 
 #include <arpa/inet.h>
 
