@@ -3,6 +3,7 @@
 
 #include <system_error>
 
+#include "bind/resolve.hpp"
 #include "wg/apply.hpp"
 #include "wg/base/log.hpp"
 #include "wg/messages.hpp"
@@ -23,7 +24,7 @@ std::unique_ptr<Tunnel> Tunnel::open(const wg::Config& config, const TunnelOptio
   if (!t->stack_) throw std::system_error(ec, "wgnet: the network stack");
   t->bind_ = std::make_unique<conn::LinuxBind>();
   t->device_ = std::make_unique<wg::Device>(*t->stack_, *t->bind_);
-  wg::apply_config(*t->device_, config);
+  wg::apply_config(*t->device_, config, conn::resolve_endpoint);  // endpoint names through the system resolver
   if (auto err = t->device_->up())
     throw std::system_error(err, "wgnet: UDP port " + std::to_string(config.iface.listen_port.value_or(0)));
   t->stack_->set_route_check([d = t->device_.get()](const wg::IpAddress& a) { return d->routable(a); });

@@ -22,6 +22,7 @@
 #include <future>
 
 #include "bind/linux.hpp"
+#include "bind/resolve.hpp"
 #include "common.hpp"
 #include "forward.hpp"
 #include "handshake.hpp"
@@ -110,7 +111,7 @@ void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
       auto last = std::chrono::nanoseconds(p->stats().last_handshake_ns.load());
       if (last.count() > 0 && now - last < wg::kRekeyAfterTime + wg::kRekeyTimeout) continue;
       std::string err;
-      if (auto ep = wg::resolve_endpoint(text, err)) {
+      if (auto ep = conn::resolve_endpoint(text, err)) {
         auto cur = ctx.device.endpoint(*p);
         if (!cur || !cur->same_destination(*ep)) {
           wg::log::event("endpoint {} now resolves to {}", text, ep->to_string());
@@ -292,7 +293,7 @@ void reload(wg::Device& device, const std::string& path) {
     return;
   }
   try {
-    wg::sync_config(device, cfg);
+    wg::sync_config(device, cfg, conn::resolve_endpoint);
     wg::log::event("wg-netstack: {} reloaded ({} peers)", path, device.peers().size());
   } catch (const std::exception& e) {
     wg::log::error("wg-netstack: reload of {}: {}; what came before it is applied", path, e.what());
@@ -480,7 +481,7 @@ int main(int argc, char** argv) {
     // WG_DISABLE_UDP_GSO / WG_DISABLE_UDP_GRO, as for wg-tun (the library reads no environment).
     conn::LinuxBind bind(programs::offloads_from_environment(false).bind);
     wg::Device device(*stack, bind);
-    wg::apply_config(device, cfg);
+    wg::apply_config(device, cfg, conn::resolve_endpoint);
     if (auto ec = device.up())
       throw std::runtime_error(fmt::format("cannot open UDP port {}: {}", cfg.iface.listen_port.value_or(0), ec.message()));
     stack->set_route_check([&device](const wg::IpAddress& a) { return device.routable(a); });

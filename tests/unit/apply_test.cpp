@@ -6,6 +6,7 @@
 #include <set>
 
 #include "bind/memory.hpp"
+#include "bind/resolve.hpp"
 #include "tun/memory.hpp"
 #include "wg/apply.hpp"
 
@@ -132,4 +133,40 @@ TEST_CASE("apply: sync_config with an unchanged peer keeps its session (no new h
   CHECK(a.dev.stats().handshakes_completed.load() + b.dev.stats().handshakes_completed.load() == handshakes + 2);
   a.dev.close();
   b.dev.close();
+}
+
+TEST_CASE("apply: endpoint names are the caller's resolver's to look up, never the core's", "[apply]") {
+  conn::MemoryNetwork net;
+  Node n(net);
+  const std::string peer = "[Peer]\nPublicKey = " + some_public_key().to_base64() + "\n";
+
+  // The default takes numeric endpoints and refuses a name with a reason (apply_config
+  // called getaddrinfo itself, blocking inside the core).
+  apply_config(n.dev, parse_config(peer + "Endpoint = 198.18.0.2:51820\n"));
+  REQUIRE(n.dev.peers().size() == 1);
+  CHECK(n.dev.endpoint(*n.dev.peers()[0])->to_string() == "198.18.0.2:51820");
+  try {
+    apply_config(n.dev, parse_config(peer + "Endpoint = localhost:51820\n"));
+    FAIL("a host name was resolved without a resolver");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == "endpoint 'localhost:51820' is not a numeric ADDRESS:PORT (host names need a resolver)");
+  }
+
+  // The caller's resolver is asked for exactly the text of each Endpoint line.
+  std::vector<std::string> asked;
+  auto resolver = [&](const std::string& text, std::string&) -> std::optional<conn::Endpoint> {
+    asked.push_back(text);
+    return conn::Endpoint::parse("198.18.0.7:4000");
+  };
+  sync_config(n.dev, parse_config(peer + "Endpoint = peer.test:4000\n"), resolver);
+  CHECK(asked == std::vector<std::string>{"peer.test:4000"});
+  CHECK(n.dev.endpoint(*n.dev.peers()[0])->to_string() == "198.18.0.7:4000");
+
+  // The system resolver the programs pass: /etc/hosts' localhost, no network.
+  std::string err;
+  auto ep = conn::resolve_endpoint("localhost:51820", err);
+  REQUIRE(ep);
+  CHECK(ep->port == 51820);
+  CHECK_FALSE(conn::resolve_endpoint("localhost", err));
+  CHECK(err == "endpoint 'localhost' has no port");
 }
