@@ -314,10 +314,7 @@ void Device::set_endpoint(Peer& p, const conn::Endpoint& ep) {
   store_endpoint(p, &ep);
 }
 
-std::optional<conn::Endpoint> Device::endpoint(Peer& p) const {
-  std::lock_guard lock(p.endpoint_mu_);
-  return p.endpoint_;
-}
+std::optional<conn::Endpoint> Device::endpoint(Peer& p) const { return p.endpoint(); }
 
 void Device::initiate_handshake(Peer& p) { send_initiation(p, false); }
 
