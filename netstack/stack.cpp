@@ -191,6 +191,11 @@ StackImpl::~StackImpl() {
     }
   }
   call([] {});
+  // A batch queued after the last round (none is: write() refuses once closed) would
+  // otherwise leak.
+  std::lock_guard lock(in_mu_);
+  for (pbuf* p : in_q_) pbuf_free(p);
+  in_q_.clear();
 }
 
 // Every pcb of this Stack (bound to its netif), not the other Stacks'.
@@ -286,26 +291,44 @@ size_t StackImpl::read(std::span<const std::span<uint8_t>> bufs, std::span<size_
   return n;
 }
 
+// Each packet is copied once, straight into a pbuf on the writer's (WireGuard's) thread.
+// pbuf_alloc(PBUF_RAM) is then called off lwIP's thread: safe because with
+// MEM_LIBC_MALLOC, MEMP_MEM_MALLOC and no LWIP_STATS it is malloc and a header written
+// into memory nobody else sees (check_options.c requires all three); the pbuf is lwIP's
+// only once the Stack's thread hands it to input.
 size_t StackImpl::write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) {
-  size_t accepted = 0;
+  size_t accepted = 0;  // also what is not for lwIP: taken, and dropped as lwIP would
+  std::vector<pbuf*> made;
+  made.reserve(bufs.size());
+  for (auto& b : bufs) {
+    const auto pkt = b.subspan(offset);
+    if (pkt.empty() || pkt.size() > 0xffff || !for_us(pkt)) {
+      ++accepted;
+      continue;
+    }
+    pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(pkt.size()), PBUF_RAM);
+    if (!p) {
+      dropped.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    std::memcpy(p->payload, pkt.data(), pkt.size());  // PBUF_RAM: one contiguous buffer
+    made.push_back(p);
+  }
+  std::vector<pbuf*> refused;
+  bool closed = false;
   {
     std::lock_guard lock(in_mu_);
     if (closed_) {
-      ec = std::make_error_code(std::errc::operation_canceled);
-      return 0;
+      closed = true;
+      refused.swap(made);
     }
-    for (auto& b : bufs) {
+    for (pbuf* p : made) {
       if (in_q_.size() >= kInQueueLimit) {
         dropped.fetch_add(1, std::memory_order_relaxed);
+        refused.push_back(p);
         continue;
       }
-      std::vector<uint8_t> pkt;
-      if (!in_free_.empty()) {
-        pkt = std::move(in_free_.back());
-        in_free_.pop_back();
-      }
-      pkt.assign(b.begin() + static_cast<std::ptrdiff_t>(offset), b.end());
-      in_q_.push_back(std::move(pkt));
+      in_q_.push_back(p);
       ++accepted;
     }
     // One hop to the Stack's thread per batch, not per packet; posted under the lock, so
@@ -315,6 +338,11 @@ size_t StackImpl::write(std::span<const std::span<uint8_t>> bufs, size_t offset,
       asio::post(io_, [this] { drain_inbound(); });
     }
   }
+  for (pbuf* p : refused) pbuf_free(p);
+  if (closed) {
+    ec = std::make_error_code(std::errc::operation_canceled);
+    return 0;
+  }
   ec.clear();
   return accepted;
 }
@@ -323,7 +351,7 @@ size_t StackImpl::write(std::span<const std::span<uint8_t>> bufs, size_t offset,
 // does not have. lwIP alone would take it for another Stack's netif with that address
 // (it accepts a packet for any of its netifs); a single Stack dropped it the same way.
 // What is too short to tell goes to lwIP, which drops it.
-bool StackImpl::for_us(const std::vector<uint8_t>& pkt) const {
+bool StackImpl::for_us(std::span<const uint8_t> pkt) const {
   const uint8_t version = pkt[0] >> 4;
   if (version == 4 && pkt.size() >= 20) {
     const uint8_t* dst = &pkt[16];
@@ -350,7 +378,7 @@ bool StackImpl::for_us(const std::vector<uint8_t>& pkt) const {
 }
 
 void StackImpl::drain_inbound() {
-  std::deque<std::vector<uint8_t>> batch;
+  std::deque<pbuf*> batch;
   {
     std::lock_guard lock(in_mu_);
     batch.swap(in_q_);
@@ -359,16 +387,9 @@ void StackImpl::drain_inbound() {
   in_batch_ = true;
   use_options();  // for the connections the batch opens
   tcp_input_batch_begin();
-  for (auto& pkt : batch) {
-    if (pkt.empty() || pkt.size() > 0xffff || !for_us(pkt)) continue;
-    pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(pkt.size()), PBUF_RAM);
-    if (!p) {
-      dropped.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    pbuf_take(p, pkt.data(), static_cast<u16_t>(pkt.size()));
+  for (pbuf* p : batch) {
     packets_in.fetch_add(1, std::memory_order_relaxed);
-    bytes_in.fetch_add(pkt.size(), std::memory_order_relaxed);
+    bytes_in.fetch_add(p->tot_len, std::memory_order_relaxed);
     if (nif_.input(p, &nif_) != ERR_OK) pbuf_free(p);
   }
   tcp_input_batch_end();
@@ -377,9 +398,6 @@ void StackImpl::drain_inbound() {
     out_pending_ = false;
     out_cv_.notify_one();
   }
-  std::lock_guard lock(in_mu_);
-  for (auto& pkt : batch)
-    if (in_free_.size() < 256) in_free_.push_back(std::move(pkt));
 }
 
 void StackImpl::close() {

@@ -2,6 +2,8 @@
 // Everything here runs on the Stack's thread unless a comment says otherwise.
 #pragma once
 
+#include <span>
+
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -146,7 +148,7 @@ private:
   static err_t output6(netif* n, pbuf* p, const ip6_addr_t* dst);
   err_t output(pbuf* p);
   void add_netif();  // on the Stack's thread
-  bool for_us(const std::vector<uint8_t>& pkt) const;
+  bool for_us(std::span<const uint8_t> pkt) const;
   void drain_inbound();
   // lwIP's per-process choices that the Stack's options set: made before lwIP works for
   // this Stack (its input, its new pcbs).
@@ -166,10 +168,10 @@ private:
   bool in_batch_ = false;
   bool out_pending_ = false;
 
-  // WireGuard → lwIP: packets waiting for the Stack's thread.
+  // WireGuard → lwIP: packets waiting for the Stack's thread, already in pbufs (made on
+  // the writer's thread: one copy, see write()).
   std::mutex in_mu_;
-  std::deque<std::vector<uint8_t>> in_q_;
-  std::vector<std::vector<uint8_t>> in_free_;
+  std::deque<pbuf*> in_q_;
   bool in_scheduled_ = false;
 };
 

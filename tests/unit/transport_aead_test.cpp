@@ -57,6 +57,44 @@ TEST_CASE("transport aead: tampering, wrong counter or key, short input are reje
   CHECK(transport::open(out.data(), key, 7, ct));
 }
 
+// The contexts keep the last key and set only the nonce while it stays: every sequence
+// that could leave a stale key or state behind must still equal libsodium.
+TEST_CASE("transport aead: a kept key - runs, alternation, a failed open, a key changed in place", "[transport_aead]") {
+  std::mt19937_64 rng(7);
+  uint8_t k1[32], k2[32];
+  for (auto& k : k1) k = static_cast<uint8_t>(rng());
+  for (auto& k : k2) k = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> pt(333), a(349), b(349), out(333);
+  for (auto& x : pt) x = static_cast<uint8_t>(rng());
+  auto same = [&](const uint8_t* key, uint64_t counter) {
+    transport::seal(a.data(), key, counter, pt);
+    crypto::aead_seal(b.data(), key, counter, pt, {});
+    return a == b;
+  };
+  for (uint64_t n = 0; n < 5; ++n) CHECK(same(k1, n));  // a run under one key
+  for (uint64_t n = 0; n < 6; ++n) CHECK(same(n % 2 ? k2 : k1, n));  // alternating keys
+  // Opening: under the kept key, after a failed open, after a key change.
+  transport::seal(a.data(), k1, 9, pt);
+  REQUIRE(transport::open(out.data(), k1, 9, a));
+  auto bad = a;
+  bad[3] ^= 1;
+  CHECK_FALSE(transport::open(out.data(), k1, 9, bad));
+  std::fill(out.begin(), out.end(), 0);
+  REQUIRE(transport::open(out.data(), k1, 9, a));
+  CHECK(out == pt);
+  CHECK_FALSE(transport::open(out.data(), k2, 9, a));
+  REQUIRE(transport::open(out.data(), k1, 9, a));
+  // The same buffer given new contents (as a keypair slot reused): the new key is used.
+  uint8_t slot[32];
+  std::copy_n(k1, 32, slot);
+  CHECK(same(slot, 1));
+  slot[31] ^= 0x80;
+  CHECK(same(slot, 1));
+  transport::seal(a.data(), slot, 2, pt);
+  CHECK_FALSE(transport::open(out.data(), k1, 2, a));
+  CHECK(transport::open(out.data(), slot, 2, a));
+}
+
 // Reads the RFC 8439 blocks of tests/vectors/chacha20poly1305.txt whose nonce has
 // WireGuard's layout (four zero bytes, then a little-endian counter): Appendix A.5.
 TEST_CASE("transport aead: RFC 8439 vectors with WireGuard's nonce layout", "[transport_aead][vectors]") {

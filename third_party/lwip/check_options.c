@@ -57,5 +57,9 @@
 #error "no link header on the tunnel: PBUF_LINK_HLEN 0, encapsulation headroom a multiple of 4"
 #endif
 
+#if !MEM_LIBC_MALLOC || !MEMP_MEM_MALLOC || LWIP_STATS || MEM_USE_POOLS
+#error "netstack/stack.cpp allocates inbound pbufs on WireGuard's thread: that needs malloc-backed memory (MEM_LIBC_MALLOC=1, MEMP_MEM_MALLOC=1, MEM_USE_POOLS=0) and LWIP_STATS=0"
+#endif
+
 /* ISO C wants at least one declaration per translation unit. */
 typedef int wgnet_lwip_options_checked;
