@@ -8,9 +8,15 @@ namespace conn {
 
 bool MemoryNetwork::deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data) {
   std::lock_guard lock(mu_);
+  if (filter_ && !filter_(from_port, to_port, data)) return false;
   auto it = binds_.find(to_port);
   if (it == binds_.end()) return false;
   return it->second->push(from_port, data);
+}
+
+void MemoryNetwork::set_filter(Filter f) {
+  std::lock_guard lock(mu_);
+  filter_ = std::move(f);
 }
 
 Endpoint MemoryBind::endpoint_for(uint16_t port) {

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,11 +21,17 @@ class MemoryNetwork {
 public:
   // Delivers a datagram to the bind on `port`; false if none or its queue is full.
   bool deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data);
+  // Sees every datagram before delivery; one it returns false for is dropped (a lossy or
+  // cut link, a capture). Called on the sender's thread, under the network's lock: it must
+  // not send.
+  using Filter = std::function<bool(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data)>;
+  void set_filter(Filter f);
 
 private:
   friend class MemoryBind;
   std::mutex mu_;
   std::map<uint16_t, MemoryBind*> binds_;
+  Filter filter_;
   uint16_t next_port_ = 40000;
 };
 

@@ -31,6 +31,7 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
       hs_load_(options.handshake_queue) {
+  clock_ = options_.clock;
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
   // Named for ps, top -H, perf and gdb (a thread otherwise inherits its creator's name).
   for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] {
@@ -69,6 +70,8 @@ void Device::close() {
     { std::lock_guard lock(hs_mu_); }
     hs_cv_.notify_all();
     poke_timers();
+    { std::lock_guard lock(timer_mu_); }
+    timer_round_cv_.notify_all();  // a clock_moved() waiting for a round that will not come
     if (tun_thread_.joinable()) tun_thread_.join();
     for (auto& w : workers_) w.join();
     handshake_thread_.join();
@@ -394,7 +397,7 @@ void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initi
   kp->local_index = keys.local_index;
   kp->remote_index = keys.remote_index;
   kp->initiator = initiator;
-  kp->created = Clock::now();
+  kp->created = now();
   kp->peer = &p;
   index_table_.set_keypair(keys.local_index, kp);
 
@@ -541,9 +544,10 @@ void Device::timer_loop() {
   std::unique_lock lock(timer_mu_);
   while (!closing_) {
     timer_wake_at_.store(std::numeric_limits<Clock::rep>::max());
+    const uint64_t round = ++timer_round_begun_;
     // Sleep until the earliest deadline of any peer (at most a second, so new
     // deadlines armed without a poke are never late by more than that).
-    auto now = Clock::now();
+    auto now = this->now();
     TimePoint wake = now + 1s;
     // Only peers with armed timers; peers listed while we scan wait in timer_peers_.
     std::vector<PeerPtr> scan, keep;
@@ -580,9 +584,20 @@ void Device::timer_loop() {
     lock.lock();
     timer_peers_.insert(timer_peers_.end(), keep.begin(), keep.end());
     timer_wake_at_.store(wake.time_since_epoch().count());
-    timer_cv_.wait_until(lock, wake, [&] { return timer_poked_ || closing_.load(); });
+    timer_round_done_ = round;
+    timer_round_cv_.notify_all();
+    timer_cv_.wait_for(lock, wake - now, [&] { return timer_poked_ || closing_.load(); });
     timer_poked_ = false;
   }
+}
+
+bool Device::clock_moved() {
+  std::unique_lock lock(timer_mu_);
+  const uint64_t want = timer_round_begun_ + 1;  // a round that reads the clock after this
+  timer_poked_ = true;
+  timer_cv_.notify_one();
+  timer_round_cv_.wait(lock, [&] { return timer_round_done_ >= want || closing_.load(); });
+  return !closing_;
 }
 
 }  // namespace wg

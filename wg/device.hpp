@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -45,6 +46,10 @@ struct DeviceOptions {
   // busy; in the netns pair this carried 16 % more TCP with 40 % fewer context switches),
   // else batches of up to 4 (interactive traffic).
   size_t inline_batch = 0;
+  // The clock of every protocol decision: rekey, reject and zeroing ages, keepalive and
+  // handshake retry timers, cookies, handshake load. Empty: Clock::now. A test may give a
+  // clock it moves by hand and call Device::clock_moved() after each move.
+  std::function<TimePoint()> clock;
 };
 
 struct DeviceStats {
@@ -110,6 +115,13 @@ public:
   bool routable(const IpAddress& a) const;
 
   const DeviceStats& stats() const { return stats_; }
+  // The device's time (DeviceOptions::clock).
+  TimePoint now() const { return clock_ ? clock_() : Clock::now(); }
+  // After DeviceOptions::clock moved: the timer thread runs its timers for the new time
+  // before this returns (an initiation is then with the bind; a keepalive, like any
+  // transport packet, may still be in the sending pipeline). The thread sleeps by the real
+  // clock for what the device's clock says is left. False once closing.
+  bool clock_moved();
   size_t batch_size() const { return batch_; }
   const BufferPool& buffers() const { return buffers_; }
 
@@ -239,6 +251,10 @@ private:
   std::vector<PeerPtr> timer_peers_;
   // When the timer thread will next wake on its own (steady clock ticks); the maximum
   // while it is scanning peers, so that every deadline armed meanwhile pokes it.
+  std::function<TimePoint()> clock_;  // set before the threads start, then only read
+  // Timer thread rounds, under timer_mu_: begun and ended (clock_moved waits on them).
+  uint64_t timer_round_begun_ = 0, timer_round_done_ = 0;
+  std::condition_variable timer_round_cv_;
   std::atomic<Clock::rep> timer_wake_at_{std::numeric_limits<Clock::rep>::max()};
 
   std::atomic<bool> closing_{false};

@@ -49,6 +49,11 @@ public:
     return endpoint_;
   }
   bool removed() const { return removed_.load(); }
+  // Whether it holds session keys (none before the first handshake, none once zeroed).
+  bool has_session_keys() const {
+    std::lock_guard lock(keypairs_mu_);
+    return previous_ || current_ || next_;
+  }
 
 private:
   // The state below is the Device's to keep (its pipeline, handshakes and timers).

@@ -140,7 +140,7 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
 // 4. Decrypt in place; sizes become plaintext sizes.
 void Device::decrypt_batch(Batch& b) {
   const Keypair& kp = *b.keypair;
-  const bool fresh = keypair_can_receive(kp, Clock::now());
+  const bool fresh = keypair_can_receive(kp, now());
   for (size_t i = 0; i < b.count; ++i) {
     uint8_t* d = b.bufs[i];
     size_t n = b.sizes[i];
@@ -199,8 +199,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
     }
 
     if (authenticated && !p.removed_) {
-      auto now = Clock::now();
-      p.stats_.rx_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      auto now = this->now();
       // The responder's new session is confirmed by its first packet.
       bool confirmed = false;
       {
@@ -231,6 +230,9 @@ void Device::flush_inbound(Peer& p, Batch* done) {
         }
         deadline = p.timers_.next_deadline();
       }
+      // Counted once the packet's effects on the session and the timers are made: whoever
+      // sees the count (a test on a moved clock) sees them too.
+      p.stats_.rx_bytes.fetch_add(bytes, std::memory_order_release);
       if (confirmed) {
         p.stats_.last_handshake_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
             std::chrono::system_clock::now().time_since_epoch()).count());
@@ -273,7 +275,7 @@ void Device::queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoi
     size_t src_len = from.destination_bytes(src);
     const std::span<const uint8_t> source(src, src_len);
     if (queued >= limit + limit / 8 ||
-        (!cookie_checker_.check_mac2(std::span(msg, size), source, Clock::now()) &&
+        (!cookie_checker_.check_mac2(std::span(msg, size), source, now()) &&
          !(classify_message(msg, size) == MessageType::initiation && known_endpoint(source)))) {
       stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -301,7 +303,7 @@ void Device::handshake_worker() {
       job = hs_jobs_.front();
       hs_jobs_.pop_front();
       hs_queued_.store(hs_jobs_.size(), std::memory_order_relaxed);
-      under_load = hs_load_.under_load(hs_jobs_.size(), Clock::now());
+      under_load = hs_load_.under_load(hs_jobs_.size(), now());
     }
     handle_handshake(job, under_load);
   }
@@ -324,7 +326,7 @@ void Device::handle_handshake(HandshakeJob& job, bool under_load) {
     return;
   }
   if (under_load) {
-    auto now = Clock::now();
+    auto now = this->now();
     uint8_t src[18];
     size_t src_len = job.from.destination_bytes(src);
     // Without a cookie: a reply with one, unless the message comes from where a peer of
@@ -379,7 +381,7 @@ void Device::consume_initiation_message(HandshakeJob& job) {
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  auto now = Clock::now();
+  auto now = this->now();
   MessageResponse resp;
   std::optional<noise::SessionKeys> keys;
   {
@@ -404,9 +406,9 @@ void Device::consume_initiation_message(HandshakeJob& job) {
   }
   install_keypair(*p, *keys, false);
   p->cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&resp), sizeof resp), now);
-  std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&resp), sizeof resp);
-  send_to_peer(*p, std::span(&d, 1));
-  p->stats_.tx_bytes.fetch_add(sizeof resp, std::memory_order_relaxed);
+  // The timers before the response leaves: the initiator's first data can be here (and
+  // arm the keepalive it is owed) before send_to_peer returns; hooks run after it would
+  // cancel that keepalive and date the session's zeroing from later.
   {
     std::lock_guard tl(p->timers_mu_);
     p->timers_.any_authenticated_packet_received(now);
@@ -414,6 +416,9 @@ void Device::consume_initiation_message(HandshakeJob& job) {
     p->timers_.session_derived(now);
     p->timers_.any_authenticated_packet_sent(now);
   }
+  p->stats_.tx_bytes.fetch_add(sizeof resp, std::memory_order_relaxed);
+  std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&resp), sizeof resp);
+  send_to_peer(*p, std::span(&d, 1));
   poke_timers(*p);
 }
 
@@ -440,7 +445,7 @@ void Device::consume_response_message(HandshakeJob& job) {
     }
     keys = noise::derive_session(p->handshake_);
   }
-  auto now = Clock::now();
+  auto now = this->now();
   p->stats_.rx_bytes.fetch_add(job.size, std::memory_order_relaxed);
   {
     std::lock_guard el(p->endpoint_mu_);
@@ -468,7 +473,7 @@ void Device::consume_cookie_reply(HandshakeJob& job) {
   auto msg = load_message<MessageCookieReply>(job.data);
   auto entry = index_table_.lookup(msg.receiver);
   if (!entry) return;
-  if (entry->peer->cookies_.consume_reply(msg, Clock::now()))
+  if (entry->peer->cookies_.consume_reply(msg, now()))
     stats_.cookie_replies_received.fetch_add(1, std::memory_order_relaxed);
   else
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);

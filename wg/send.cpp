@@ -134,7 +134,7 @@ void Device::send_staged(Peer& p) {
     std::lock_guard lock(p.keypairs_mu_);
     kp = p.current_;
   }
-  auto now = Clock::now();
+  auto now = this->now();
   bool need_handshake = false;
   uint64_t last_nonce = 0;
   {
@@ -224,9 +224,9 @@ void Device::flush_outbound(Peer& p, Batch* done) {
       bytes += b->sizes[i];
     }
     if (!p.removed_) {
-      send_to_peer(p, std::span(dgrams.data(), b->count));
-      p.stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
-      auto now = Clock::now();
+      // The timers first: the answer may be back before send_to_peer returns, and its
+      // hooks (any packet received clears the new-handshake timer) must find these done.
+      auto now = this->now();
       std::optional<TimePoint> deadline;
       {
         std::lock_guard tl(p.timers_mu_);
@@ -235,6 +235,8 @@ void Device::flush_outbound(Peer& p, Batch* done) {
         if (data) p.timers_.data_sent(now);
         deadline = p.timers_.next_deadline();
       }
+      p.stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      send_to_peer(p, std::span(dgrams.data(), b->count));
       poke_timers_before(p, deadline);
     }
     buffers_.give(b->bufs.data(), b->count);
@@ -265,7 +267,7 @@ void Device::send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> dat
 // Handshake initiation: at most one per REKEY_TIMEOUT, counted for the retry limit.
 void Device::send_initiation(Peer& p, bool retry) {
   if (!up_ || p.removed_) return;
-  auto now = Clock::now();
+  auto now = this->now();
   MessageInitiation msg;
   std::optional<noise::Identity> id;
   {
@@ -288,13 +290,9 @@ void Device::send_initiation(Peer& p, bool retry) {
     }
   }
   p.cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&msg), sizeof msg), now);
-  std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);
-  send_to_peer(p, std::span(&d, 1));
-  p.stats_.tx_bytes.fetch_add(sizeof msg, std::memory_order_relaxed);
-  int64_t none = 0;
-  p.stats_.unanswered_since_ns.compare_exchange_strong(
-      none, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count());
+  // The timers and counters before the message leaves: a response can be back (and its
+  // handshake_complete run) before send_to_peer returns; arming the retransmission after
+  // it would resend an initiation that was already answered.
   {
     std::lock_guard tl(p.timers_mu_);
     if (!retry) p.timers_.reset_attempts();
@@ -302,6 +300,13 @@ void Device::send_initiation(Peer& p, bool retry) {
     p.timers_.any_authenticated_packet_sent(now);
     p.timers_.any_authenticated_packet_traversal(now);
   }
+  p.stats_.tx_bytes.fetch_add(sizeof msg, std::memory_order_relaxed);
+  int64_t none = 0;
+  p.stats_.unanswered_since_ns.compare_exchange_strong(
+      none, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
+  std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);
+  send_to_peer(p, std::span(&d, 1));
   poke_timers(p);
 }
 

@@ -11,60 +11,17 @@
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
 #include "wg/uapi.hpp"
+#include "../support/device_pair.hpp"
 
 using namespace wg;
 using namespace std::chrono_literals;
 
 namespace {
 
-// An IPv4 packet src→dst whose payload starts with a 64-bit sequence number.
-std::vector<uint8_t> ip4_packet(uint8_t src_last, uint8_t dst_last, uint64_t seq, size_t payload = 100) {
-  std::vector<uint8_t> p(20 + payload, 0);
-  p[0] = 0x45;
-  p[2] = static_cast<uint8_t>(p.size() >> 8);
-  p[3] = static_cast<uint8_t>(p.size());
-  p[8] = 64;
-  p[9] = 17;
-  uint8_t src[4] = {198, 19, 0, src_last}, dst[4] = {198, 19, 0, dst_last};
-  std::memcpy(&p[12], src, 4);
-  std::memcpy(&p[16], dst, 4);
-  std::memcpy(&p[20], &seq, 8);
-  for (size_t i = 28; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i + seq);
-  return p;
-}
-
-uint64_t seq_of(const std::vector<uint8_t>& p) {
-  uint64_t s = 0;
-  if (p.size() >= 28) std::memcpy(&s, &p[20], 8);
-  return s;
-}
-
-struct Node {
-  explicit Node(conn::MemoryNetwork& net, DeviceOptions options = {}) : bind(net), dev(tun, bind, options) {}
-  tun::MemoryDevice tun;
-  conn::MemoryBind bind;
-  Device dev;
-  PrivateKey key = crypto::generate_private_key();
-  PublicKey pub() const { return crypto::public_key(key); }
-};
-
-struct Pair {
-  conn::MemoryNetwork net;
-  Node a, b;
-  PeerPtr a_to_b, b_to_a;
-
-  explicit Pair(DeviceOptions options = {}) : a(net, options), b(net, options) {
-    a.dev.set_private_key(a.key);
-    b.dev.set_private_key(b.key);
-    REQUIRE(!a.dev.up());
-    REQUIRE(!b.dev.up());
-    a_to_b = a.dev.add_peer(b.pub());
-    b_to_a = b.dev.add_peer(a.pub());
-    a.dev.add_allowed_ip(*a_to_b, *IpPrefix::parse("198.19.0.2/32"));
-    b.dev.add_allowed_ip(*b_to_a, *IpPrefix::parse("198.19.0.1/32"));
-    a.dev.set_endpoint(*a_to_b, conn::MemoryBind::endpoint_for(b.dev.listen_port()));
-  }
-};
+using wgtest::ip4_packet;
+using wgtest::seq_of;
+using Node = wgtest::DeviceNode;
+using Pair = wgtest::DevicePair;
 
 // Sends `count` packets from one node to the other in windows, checking order.
 void transfer(tun::MemoryDevice& from, tun::MemoryDevice& to, uint8_t src, uint8_t dst, uint64_t count,
