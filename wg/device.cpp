@@ -586,7 +586,9 @@ void Device::timer_loop() {
     timer_wake_at_.store(wake.time_since_epoch().count());
     timer_round_done_ = round;
     timer_round_cv_.notify_all();
-    timer_cv_.wait_for(lock, wake - now, [&] { return timer_poked_ || closing_.load(); });
+    // By the real clock, for what the device's clock says is left (the same span when the
+    // device's clock is the real one).
+    timer_cv_.wait_for(lock, wake - this->now(), [&] { return timer_poked_ || closing_.load(); });
     timer_poked_ = false;
   }
 }

@@ -6,8 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <shared_mutex>
@@ -249,12 +249,12 @@ private:
   // Peers whose timers may be armed (Peer::timer_listed_ says which are on it); the
   // timer thread drops those it finds with none.
   std::vector<PeerPtr> timer_peers_;
-  // When the timer thread will next wake on its own (steady clock ticks); the maximum
-  // while it is scanning peers, so that every deadline armed meanwhile pokes it.
   std::function<TimePoint()> clock_;  // set before the threads start, then only read
   // Timer thread rounds, under timer_mu_: begun and ended (clock_moved waits on them).
   uint64_t timer_round_begun_ = 0, timer_round_done_ = 0;
   std::condition_variable timer_round_cv_;
+  // When the timer thread will next wake on its own (device clock ticks); the maximum
+  // while it is scanning peers, so that every deadline armed meanwhile pokes it.
   std::atomic<Clock::rep> timer_wake_at_{std::numeric_limits<Clock::rep>::max()};
 
   std::atomic<bool> closing_{false};
