@@ -7,6 +7,7 @@
 //   ...                          ┘   one thread, timers     ports held per netif (0011)
 #include <pthread.h>
 
+#include <array>
 #include <cstring>
 
 #include "netstack/stack_impl.hpp"
@@ -34,6 +35,7 @@ namespace {
 std::atomic<int> g_stacks{0};  // Stacks in the process
 constexpr size_t kOutQueueLimit = 8192;  // packets lwIP produced that WireGuard has not read
 constexpr size_t kInQueueLimit = 8192;
+constexpr size_t kBatch = 128;  // Stack::batch_size()
 
 }  // namespace
 
@@ -298,50 +300,45 @@ size_t StackImpl::read(std::span<const std::span<uint8_t>> bufs, std::span<size_
 // only once the Stack's thread hands it to input.
 size_t StackImpl::write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) {
   size_t accepted = 0;  // also what is not for lwIP: taken, and dropped as lwIP would
-  std::vector<pbuf*> made;
-  made.reserve(bufs.size());
-  for (auto& b : bufs) {
-    const auto pkt = b.subspan(offset);
-    if (pkt.empty() || pkt.size() > 0xffff || !for_us(pkt)) {
-      ++accepted;
-      continue;
-    }
-    pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(pkt.size()), PBUF_RAM);
-    if (!p) {
-      dropped.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    std::memcpy(p->payload, pkt.data(), pkt.size());  // PBUF_RAM: one contiguous buffer
-    made.push_back(p);
-  }
-  std::vector<pbuf*> refused;
-  bool closed = false;
-  {
-    std::lock_guard lock(in_mu_);
-    if (closed_) {
-      closed = true;
-      refused.swap(made);
-    }
-    for (pbuf* p : made) {
-      if (in_q_.size() >= kInQueueLimit) {
-        dropped.fetch_add(1, std::memory_order_relaxed);
-        refused.push_back(p);
+  // Copied outside the lock (the Stack's thread takes it to swap the queue), in chunks of
+  // a batch so that the pbufs in hand need no allocation of their own.
+  std::array<pbuf*, kBatch> made;
+  for (size_t first = 0; first < bufs.size(); first += kBatch) {
+    size_t n = 0;
+    for (auto& b : bufs.subspan(first, std::min(kBatch, bufs.size() - first))) {
+      const auto pkt = b.subspan(offset);
+      if (pkt.empty() || pkt.size() > 0xffff || !for_us(pkt)) {
+        ++accepted;
         continue;
       }
-      in_q_.push_back(p);
-      ++accepted;
+      pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(pkt.size()), PBUF_RAM);
+      if (!p) {
+        dropped.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      std::memcpy(p->payload, pkt.data(), pkt.size());  // PBUF_RAM: one contiguous buffer
+      made[n++] = p;
     }
-    // One hop to the Stack's thread per batch, not per packet; posted under the lock, so
-    // that the Stack's end (close(), then a round on the thread) finds it queued.
-    if (!in_scheduled_ && !in_q_.empty()) {
-      in_scheduled_ = true;
-      asio::post(io_, [this] { drain_inbound(); });
+    size_t queued = 0;
+    bool closed;
+    {
+      std::lock_guard lock(in_mu_);
+      closed = closed_;
+      for (; !closed && queued < n && in_q_.size() < kInQueueLimit; ++queued) in_q_.push_back(made[queued]);
+      // One hop to the Stack's thread per batch, not per packet; posted under the lock, so
+      // that the Stack's end (close(), then a round on the thread) finds it queued.
+      if (!in_scheduled_ && !in_q_.empty()) {
+        in_scheduled_ = true;
+        asio::post(io_, [this] { drain_inbound(); });
+      }
     }
-  }
-  for (pbuf* p : refused) pbuf_free(p);
-  if (closed) {
-    ec = std::make_error_code(std::errc::operation_canceled);
-    return 0;
+    for (size_t i = queued; i < n; ++i) pbuf_free(made[i]);  // queue full, or closed
+    if (closed) {
+      ec = std::make_error_code(std::errc::operation_canceled);
+      return 0;
+    }
+    if (queued < n) dropped.fetch_add(n - queued, std::memory_order_relaxed);
+    accepted += queued;
   }
   ec.clear();
   return accepted;
