@@ -15,18 +15,13 @@ void name_thread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
 }  // namespace
 
-Peer::Peer(Device& device, const PublicKey& remote_static) : device_(device) {
-  handshake_.remote_static = remote_static;
-  cookies_.init(remote_static);
-}
-
 Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
     : tun_(tun),
       bind_(bind),
       options_(options),
       batch_(std::min({tun.batch_size(), bind.batch_size(), kMaxBatch})),
       buffers_(options.buffer_limit),
-      staged_limit_(std::max<size_t>(options.buffer_limit / 4, 1)),
+      staging_(std::max<size_t>(options.buffer_limit / 4, 1)),
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
@@ -80,7 +75,7 @@ void Device::close() {
     std::unique_lock lock(config_mu_);
     for (auto& [key, p] : peers_) {
       p->removed_ = true;
-      clear_staged(*p);
+      p->clear_staged();
     }
   });
 }
@@ -150,10 +145,7 @@ void Device::down() {
   if (!up_) return;
   up_ = false;
   close_bind_locked();
-  for (auto& p : peers()) {
-    std::lock_guard tl(p->timers_mu_);
-    p->timers_.stop();
-  }
+  for (auto& p : peers()) p->with_timers([](Timers& t) { t.stop(); });
 }
 
 // --- configuration ---
@@ -183,7 +175,7 @@ void Device::set_private_key(const std::optional<PrivateKey>& key) {
     }
   }
   for (auto& p : renew) {
-    expire_current_keypairs(*p);
+    p->expire_current_keypairs();
     send_staged(*p);  // packets waiting for a session (if any) start the handshake
   }
 }
@@ -248,7 +240,8 @@ PeerPtr Device::add_peer(const PublicKey& key) {
   std::unique_lock lock(config_mu_);
   if (identity_ && identity_->public_key == key) return nullptr;
   if (auto it = peers_.find(key); it != peers_.end()) return it->second;
-  auto p = std::make_shared<Peer>(*this, key);  // static-static DH: at its first initiation
+  // The static-static DH is computed at its first initiation.
+  auto p = std::make_shared<Peer>(key, PeerShared{index_table_, buffers_, staging_});
   peers_.emplace(key, p);
   return p;
 }
@@ -276,12 +269,9 @@ void Device::remove_peer(const PublicKey& key) {
     std::lock_guard el(p->endpoint_mu_);
     store_endpoint(*p, nullptr);
   }
-  {
-    std::lock_guard tl(p->timers_mu_);
-    p->timers_.stop();
-  }
-  zero_peer_keys(*p);
-  clear_staged(*p);
+  p->with_timers([](Timers& t) { t.stop(); });
+  p->zero_keys();
+  p->clear_staged();
 }
 
 void Device::remove_all_peers() {
@@ -303,7 +293,7 @@ void Device::set_preshared_key(Peer& p, const PresharedKey& psk) {
     p.handshake_.preshared_key = psk;
   }
   // Sessions derived with the old key stop sending; the next packet handshakes with the new.
-  expire_current_keypairs(p);
+  p.expire_current_keypairs();
   send_staged(p);
 }
 
@@ -345,19 +335,17 @@ bool Device::known_endpoint(std::span<const uint8_t> destination) {
 }
 
 void Device::set_persistent_keepalive(Peer& p, uint16_t seconds) {
-  bool turned_on;
-  {
-    std::lock_guard lock(p.timers_mu_);
-    turned_on = p.timers_.persistent_keepalive().count() == 0 && seconds > 0;
-    p.timers_.set_persistent_keepalive(std::chrono::seconds(seconds));
-  }
+  const bool turned_on = p.with_timers([&](Timers& t) {
+    const bool was_off = t.persistent_keepalive().count() == 0;
+    t.set_persistent_keepalive(std::chrono::seconds(seconds));
+    return was_off && seconds > 0;
+  });
   // Like wireguard-go: switching it on while up sends a keepalive at once.
   if (turned_on && up_) send_keepalive(p);
 }
 
 uint16_t Device::persistent_keepalive(Peer& p) {
-  std::lock_guard lock(p.timers_mu_);
-  return static_cast<uint16_t>(p.timers_.persistent_keepalive().count());
+  return p.with_timers([](Timers& t) { return static_cast<uint16_t>(t.persistent_keepalive().count()); });
 }
 
 void Device::add_allowed_ip(Peer& p, const IpPrefix& prefix) {
@@ -388,7 +376,7 @@ bool Device::routable(const IpAddress& a) const {
   return allowed_ips_.lookup(a) != nullptr;
 }
 
-// --- keypairs ---
+// --- sessions ---
 
 void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator) {
   auto kp = std::make_shared<Keypair>();
@@ -399,69 +387,13 @@ void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initi
   kp->initiator = initiator;
   kp->created = now();
   kp->peer = &p;
-  index_table_.set_keypair(keys.local_index, kp);
-
-  KeypairPtr drop1, drop2;
-  {
-    std::lock_guard lock(p.keypairs_mu_);
-    if (initiator) {
-      // The initiator may use the new session at once: it holds the responder's proof.
-      if (p.next_) {
-        // An unconfirmed responder session loses; it becomes the fallback.
-        drop1 = std::move(p.current_);
-        p.previous_.swap(p.next_);
-        drop2 = std::move(p.next_);
-      } else {
-        drop1 = std::move(p.previous_);
-        p.previous_ = std::move(p.current_);
-      }
-      p.current_ = kp;
-    } else {
-      // The responder waits for the first transport packet before switching.
-      drop1 = std::move(p.next_);
-      drop2 = std::move(p.previous_);
-      p.next_ = kp;
-    }
-  }
-  for (auto* d : {&drop1, &drop2})
-    if (*d) index_table_.remove((*d)->local_index);
+  p.install_keypair(std::move(kp));
 }
 
-void Device::expire_current_keypairs(Peer& p) {
-  {
-    std::lock_guard hl(p.handshake_mu_);
-    if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
-    p.handshake_.clear();
-    p.last_sent_handshake_.reset();  // REKEY_TIMEOUT must not hold back the next initiation
-  }
-  expire_keypairs(p);
-}
-
-void Device::expire_keypairs(Peer& p) {
-  // Mark them unusable for sending; they still decrypt packets in flight.
-  std::lock_guard lock(p.keypairs_mu_);
-  for (auto* kp : {&p.current_, &p.next_})
-    if (*kp) (*kp)->send_nonce.store(kRejectAfterMessages);
-}
-
-void Device::zero_peer_keys(Peer& p) {
-  {
-    std::lock_guard lock(p.keypairs_mu_);
-    for (auto* kp : {&p.previous_, &p.current_, &p.next_}) {
-      if (*kp) index_table_.remove((*kp)->local_index);
-      kp->reset();
-    }
-  }
-  std::lock_guard hl(p.handshake_mu_);
-  if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
-  p.handshake_.clear();
-}
-
-void Device::clear_staged(Peer& p) {
-  std::lock_guard lock(p.send_mu_);
-  for (auto& s : p.staged_) buffers_.give(s.buf);
-  staged_total_.fetch_sub(p.staged_.size(), std::memory_order_relaxed);
-  p.staged_.clear();
+void Device::handshake_completed(Peer& p, const char* role) {
+  p.record_handshake();
+  stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
+  log::event("{}: handshake completed ({})", p, role);
 }
 
 // --- crypto workers ---
@@ -575,9 +507,9 @@ void Device::timer_loop() {
       if (a.give_up) {
         log::event("{}: no handshake after {} attempts, giving up until new traffic", *p,
                    kMaxTimerHandshakes + 2);
-        clear_staged(*p);
+        p->clear_staged();
       }
-      if (a.zero_keys) zero_peer_keys(*p);
+      if (a.zero_keys) p->zero_keys();
       if (a.send_initiation) send_initiation(*p, a.retry);
       if (a.send_keepalive) send_keepalive(*p);
     }

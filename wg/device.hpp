@@ -130,7 +130,6 @@ public:
   void send_keepalive(Peer& p);
 
 private:
-  friend class Peer;
   // The receive-path fuzz target (tests/fuzz/receive_fuzz.cpp) runs the receive steps
   // below on its own thread, so each input is processed whole before it returns.
   friend struct DeviceFuzzAccess;
@@ -184,14 +183,10 @@ private:
   // packet costs more than the packet.
   void poke_timers_before(Peer& p, std::optional<TimePoint> deadline);
   void list_for_timers(Peer& p);  // timer_mu_ held
+  // A completed handshake's session, dated by the device's clock, given to its peer.
   void install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator);
-  void expire_keypairs(Peer& p);
-  // After a key change (ours or the peer's preshared key), as the kernel's
-  // wg_noise_expire_current_peer_keypairs: the handshake under way is forgotten, the
-  // REKEY_TIMEOUT guard reset and the sessions expired, so the next packet handshakes.
-  void expire_current_keypairs(Peer& p);
-  void zero_peer_keys(Peer& p);
-  void clear_staged(Peer& p);
+  // The counters and the event line of a completed handshake.
+  void handshake_completed(Peer& p, const char* role);
   std::error_code open_bind_locked();
   void close_bind_locked();
   PeerPtr peer_for(Peer* raw) const;
@@ -214,9 +209,8 @@ private:
   RateLimiter rate_limiter_;
   IndexTable index_table_;
   BufferPool buffers_;
-  const size_t staged_limit_;               // packets staged across all peers
+  StagingBudget staging_;                   // packets staged across all peers
   const size_t inline_batch_;               // see DeviceOptions::inline_batch
-  std::atomic<size_t> staged_total_{0};
   BatchPool batches_;
 
   // --- bind state, guarded by bind_mu_ ---

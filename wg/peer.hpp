@@ -1,5 +1,7 @@
-// A WireGuard peer: its handshake, keypairs, endpoint, timers, staged packets and the
-// two in-order queues that keep its packets sequential while crypto runs in parallel.
+// A WireGuard peer: its handshake, sessions (keypair rotation, expiry, zeroing), endpoint,
+// timers, staged packets and the two in-order queues that keep its packets sequential
+// while crypto runs in parallel. The Device's pipeline drives it; programs read it
+// through stats(), endpoint() and removed().
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 
 #include "bind/bind.hpp"
 #include "wg/cookie.hpp"
+#include "wg/index_table.hpp"
 #include "wg/keypair.hpp"
 #include "wg/noise.hpp"
 #include "wg/pool.hpp"
@@ -34,12 +37,27 @@ struct PeerStats {
   std::atomic<int64_t> unanswered_since_ns{0};
 };
 
+// Packets staged (waiting for a session) across all peers of one device, and their bound.
+struct StagingBudget {
+  explicit StagingBudget(size_t limit) : limit(limit) {}
+  const size_t limit;
+  std::atomic<size_t> total{0};
+};
+
+// What a peer shares with the other peers of its device.
+struct PeerShared {
+  IndexTable& indices;    // session and handshake indices
+  BufferPool& buffers;    // staged packets' buffers come from here and go back here
+  StagingBudget& staging;
+};
+
 class Peer : public std::enable_shared_from_this<Peer> {
 public:
-  Peer(Device& device, const PublicKey& remote_static);
+  Peer(const PublicKey& remote_static, PeerShared shared);
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
 
   const PublicKey& public_key() const { return handshake_.remote_static; }
-  Device& device() const { return device_; }
 
   // What programs read (wg show, metrics, health): the counters, the endpoint as it is
   // now, and whether the peer was removed from its device.
@@ -50,15 +68,61 @@ public:
   }
   bool removed() const { return removed_.load(); }
   // Whether it holds session keys (none before the first handshake, none once zeroed).
-  bool has_session_keys() const {
-    std::lock_guard lock(keypairs_mu_);
-    return previous_ || current_ || next_;
-  }
+  bool has_session_keys() const;
 
 private:
-  // The state below is the Device's to keep (its pipeline, handshakes and timers).
+  // The pipeline, handshakes and timers are the Device's; the state they move is here.
   friend class Device;
   friend struct DeviceFuzzAccess;
+
+  // --- sessions (keypairs_mu_; a keypair's index is freed when it is dropped) ---
+  // Installs a completed handshake's session. The initiator uses it at once (it holds the
+  // responder's proof); the responder keeps it as `next` until the initiator's first
+  // packet under it confirms it (confirm_session).
+  void install_keypair(KeypairPtr kp);
+  // If `kp` is the unconfirmed next session, it becomes current. True if it did.
+  bool confirm_session(const Keypair& kp);
+  KeypairPtr current_keypair() const;
+  // Current and next stop sending; they still decrypt packets in flight.
+  void expire_keypairs();
+  // After a key change (ours or the preshared key), as the kernel's
+  // wg_noise_expire_current_peer_keypairs: the handshake under way is forgotten, the
+  // REKEY_TIMEOUT guard reset and the sessions expired, so the next packet handshakes.
+  void expire_current_keypairs();
+  // Every session and the handshake wiped (REJECT_AFTER_TIME * 3, removal, give-up).
+  void zero_keys();
+  // A completed handshake, for wg show and the health checks (wall clock).
+  void record_handshake();
+  // An initiation sent: starts the "unanswered since" clock if it is not running.
+  void record_initiation();
+
+  // --- staging (send_mu_): packets that wait for a session, in order ---
+  // Appends n packets; their buffers become the peer's. A full queue drops its own
+  // oldest; past the device's budget a peer keeps only kMinStagedPackets.
+  void stage(uint8_t* const* bufs, const size_t* sizes, size_t n);
+  // An empty packet (a keepalive) if nothing is staged and a buffer is free at once.
+  void stage_keepalive();
+  // Gives every staged buffer back.
+  void clear_staged();
+  bool has_staged();
+  // Takes staged packets into batches sealed under `kp`, oldest first, with kp's nonces
+  // in order; each batch goes to `emit(Batch*)` under the staging lock, so batches reach
+  // the in-order queue in nonce order. Stops when the nonces run out.
+  struct Cut {
+    bool nonces_exhausted = false;
+    bool any = false;
+    uint64_t last_nonce = 0;
+  };
+  template <class Emit>
+  Cut cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit);
+
+  template <class F>
+  auto with_timers(F&& f) {
+    std::lock_guard lock(timers_mu_);
+    return f(timers_);
+  }
+
+  PeerShared shared_;
 
   // --- guarded by handshake_mu_ ---
   std::mutex handshake_mu_;
@@ -99,11 +163,43 @@ private:
   // On the device's timer list. Cleared only under timers_mu_ by the timer thread when it
   // finds nothing armed; set by whoever arms a timer, after arming it.
   std::atomic<bool> timer_listed_{false};
-
-  Device& device_;
 };
 
 using PeerPtr = std::shared_ptr<Peer>;
+
+template <class Emit>
+Peer::Cut Peer::cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit) {
+  Cut cut;
+  std::lock_guard lock(send_mu_);
+  while (!staged_.empty() && !cut.nonces_exhausted) {
+    Batch* b = batches.take();
+    b->kind = Batch::Kind::outbound;
+    b->peer = shared_from_this();
+    b->keypair = kp;
+    while (b->count < batch_size && !staged_.empty()) {
+      uint64_t nonce = kp->send_nonce.fetch_add(1);
+      if (nonce >= kRejectAfterMessages) {
+        kp->send_nonce.store(kRejectAfterMessages);
+        cut.nonces_exhausted = true;
+        break;
+      }
+      auto s = staged_.front();
+      staged_.pop_front();
+      shared_.staging.total.fetch_sub(1, std::memory_order_relaxed);
+      b->bufs[b->count] = s.buf;
+      b->sizes[b->count] = s.size;
+      b->counters[b->count++] = nonce;
+      cut.last_nonce = nonce;
+      cut.any = true;
+    }
+    if (b->count == 0) {
+      batches.give(b);
+      break;
+    }
+    emit(b);
+  }
+  return cut;
+}
 
 }  // namespace wg
 
@@ -116,4 +212,3 @@ struct fmt::formatter<wg::Peer> : fmt::formatter<std::string_view> {
     return fmt::formatter<std::string_view>::format("peer(" + p.public_key().to_base64().substr(0, 8) + "…)", ctx);
   }
 };
-

@@ -13,6 +13,7 @@
 
 #include "wg/device.hpp"
 #include "wg/base/log.hpp"
+#include "wg/events.hpp"
 #include "wg/transport_aead.hpp"
 
 namespace wg {
@@ -199,49 +200,24 @@ void Device::flush_inbound(Peer& p, Batch* done) {
     }
 
     if (authenticated && !p.removed_) {
-      auto now = this->now();
-      // The responder's new session is confirmed by its first packet.
-      bool confirmed = false;
-      {
-        std::lock_guard kl(p.keypairs_mu_);
-        if (p.next_ == b->keypair) {
-          KeypairPtr old = std::move(p.previous_);
-          p.previous_ = std::move(p.current_);
-          p.current_ = std::move(p.next_);
-          if (old) index_table_.remove(old->local_index);
-          confirmed = true;
-        }
-      }
-      {
+      const auto now = this->now();
+      // The responder's new session is confirmed by the initiator's first packet under it.
+      const bool confirmed = p.confirm_session(kp);
+      InboundActions a;
+      const auto deadline = p.with_timers([&](Timers& t) {
+        a = on_transport_received(t, kp, {.authenticated = true, .data = data, .confirmed_session = confirmed}, now);
+        return t.next_deadline();
+      });
+      if (a.roam) {
         std::lock_guard el(p.endpoint_mu_);
-        store_endpoint(p, &*source);  // roaming: reply where authenticated traffic came from
-      }
-      bool rekey = false;
-      std::optional<TimePoint> deadline;
-      {
-        std::lock_guard tl(p.timers_mu_);
-        if (confirmed) p.timers_.handshake_complete(now);
-        p.timers_.any_authenticated_packet_received(now);
-        p.timers_.any_authenticated_packet_traversal(now);
-        if (data) p.timers_.data_received(now);
-        if (rekey_due_on_receive(kp, now) && !p.timers_.sent_lastminute_handshake) {
-          p.timers_.sent_lastminute_handshake = true;
-          rekey = true;
-        }
-        deadline = p.timers_.next_deadline();
+        store_endpoint(p, &*source);
       }
       // Counted once the packet's effects on the session and the timers are made: whoever
       // sees the count (a test on a moved clock) sees them too.
       p.stats_.rx_bytes.fetch_add(bytes, std::memory_order_release);
-      if (confirmed) {
-        p.stats_.last_handshake_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::system_clock::now().time_since_epoch()).count());
-        p.stats_.unanswered_since_ns.store(0);
-        stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
-        log::event("{}: handshake completed (responder)", p);
-        send_staged(p);
-      }
-      if (rekey) send_initiation(p, false);
+      if (confirmed) handshake_completed(p, "responder");
+      if (a.send_staged) send_staged(p);
+      if (a.rekey) send_initiation(p, false);
       if (confirmed)
         poke_timers(p);
       else
@@ -409,13 +385,7 @@ void Device::consume_initiation_message(HandshakeJob& job) {
   // The timers before the response leaves: the initiator's first data can be here (and
   // arm the keepalive it is owed) before send_to_peer returns; hooks run after it would
   // cancel that keepalive and date the session's zeroing from later.
-  {
-    std::lock_guard tl(p->timers_mu_);
-    p->timers_.any_authenticated_packet_received(now);
-    p->timers_.any_authenticated_packet_traversal(now);
-    p->timers_.session_derived(now);
-    p->timers_.any_authenticated_packet_sent(now);
-  }
+  p->with_timers([&](Timers& t) { on_initiation_consumed(t, now); });
   p->stats_.tx_bytes.fetch_add(sizeof resp, std::memory_order_relaxed);
   std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&resp), sizeof resp);
   send_to_peer(*p, std::span(&d, 1));
@@ -452,18 +422,8 @@ void Device::consume_response_message(HandshakeJob& job) {
     store_endpoint(*p, &job.from);
   }
   install_keypair(*p, *keys, true);
-  {
-    std::lock_guard tl(p->timers_mu_);
-    p->timers_.any_authenticated_packet_received(now);
-    p->timers_.any_authenticated_packet_traversal(now);
-    p->timers_.handshake_complete(now);
-    p->timers_.session_derived(now);
-  }
-  p->stats_.last_handshake_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::system_clock::now().time_since_epoch()).count());
-  p->stats_.unanswered_since_ns.store(0);
-  stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
-  log::event("{}: handshake completed (initiator)", *p);
+  p->with_timers([&](Timers& t) { on_response_consumed(t, now); });
+  handshake_completed(*p, "initiator");
   // Confirm the session to the responder: staged data, or a keepalive.
   send_keepalive(*p);
   poke_timers(*p);

@@ -14,6 +14,7 @@
 
 #include "wg/device.hpp"
 #include "wg/base/log.hpp"
+#include "wg/events.hpp"
 #include "wg/transport_aead.hpp"
 
 namespace wg {
@@ -88,97 +89,33 @@ void Device::tun_reader() {
 
 // 3. Stage, then send what a session allows.
 void Device::stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n) {
-  {
-    std::lock_guard lock(p.send_mu_);
-    if (p.removed_) {  // raced with remove_peer, which has emptied the queue or will
-      buffers_.give(bufs, n);
-      return;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      // Packets wait here only while the peer has no session. Bounded per peer, and in
-      // all: peers that never answer must not hold the pool's buffers and stall the
-      // reader for everyone else. A full queue drops its own oldest packet; past the
-      // total, a peer keeps only a few, enough to start a session.
-      const bool over_all = staged_total_.load(std::memory_order_relaxed) >= staged_limit_ &&
-                            p.staged_.size() >= kMinStagedPackets;
-      if (p.staged_.size() >= kMaxStagedPackets || over_all) {
-        buffers_.give(p.staged_.front().buf);
-        p.staged_.pop_front();
-      } else {
-        staged_total_.fetch_add(1, std::memory_order_relaxed);
-      }
-      p.staged_.push_back({bufs[i], sizes[i]});
-    }
-  }
+  p.stage(bufs, sizes, n);
   send_staged(p);
 }
 
 void Device::send_keepalive(Peer& p) {
-  {
-    std::lock_guard lock(p.send_mu_);
-    if (p.staged_.empty() && !p.removed_) {
-      uint8_t* buf;
-      if (buffers_.try_take(&buf, 1) == 1) {
-        p.staged_.push_back({buf, 0});
-        staged_total_.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-  }
+  p.stage_keepalive();
   send_staged(p);
 }
 
 void Device::send_staged(Peer& p) {
   if (!up_ || p.removed_) return;
-  KeypairPtr kp;
-  {
-    std::lock_guard lock(p.keypairs_mu_);
-    kp = p.current_;
-  }
-  auto now = this->now();
-  bool need_handshake = false;
-  uint64_t last_nonce = 0;
-  {
-    std::lock_guard lock(p.send_mu_);
-    if (p.staged_.empty()) return;
-    if (!kp || !keypair_can_send(*kp, kp->send_nonce.load(), now)) {
-      need_handshake = true;
-    } else {
-      PeerPtr self = p.shared_from_this();
-      while (!p.staged_.empty()) {
-        Batch* b = batches_.take();
-        b->kind = Batch::Kind::outbound;
-        b->peer = self;
-        b->keypair = kp;
-        while (b->count < batch_ && !p.staged_.empty()) {
-          uint64_t nonce = kp->send_nonce.fetch_add(1);
-          if (nonce >= kRejectAfterMessages) {
-            kp->send_nonce.store(kRejectAfterMessages);
-            need_handshake = true;
-            break;
-          }
-          auto s = p.staged_.front();
-          p.staged_.pop_front();
-          staged_total_.fetch_sub(1, std::memory_order_relaxed);
-          b->bufs[b->count] = s.buf;
-          b->sizes[b->count] = s.size;
-          b->counters[b->count++] = nonce;
-          last_nonce = nonce;
-        }
-        if (b->count == 0) {
-          batches_.give(b);
-          break;
-        }
-        // 4. Order first, then parallel crypto.
-        {
-          std::lock_guard ql(p.queue_mu_);
-          p.outbound_.push_back(b);
-        }
-        submit(b);
-        if (need_handshake) break;
+  const KeypairPtr kp = p.current_keypair();
+  const auto now = this->now();
+  bool need_handshake;
+  if (!may_send(kp.get(), kp ? kp->send_nonce.load() : 0, now)) {
+    need_handshake = p.has_staged();  // they wait for the session it makes
+  } else {
+    // 4. Order first, then parallel crypto.
+    auto cut = p.cut_staged(kp, batches_, batch_, [&](Batch* b) {
+      {
+        std::lock_guard ql(p.queue_mu_);
+        p.outbound_.push_back(b);
       }
-    }
+      submit(b);
+    });
+    need_handshake = cut.nonces_exhausted || (cut.any && rekey_due_on_send(*kp, cut.last_nonce, now));
   }
-  if (!need_handshake && kp && rekey_due_on_send(*kp, last_nonce, now)) need_handshake = true;
   if (need_handshake) send_initiation(p, false);
 }
 
@@ -227,14 +164,10 @@ void Device::flush_outbound(Peer& p, Batch* done) {
       // The timers first: the answer may be back before send_to_peer returns, and its
       // hooks (any packet received clears the new-handshake timer) must find these done.
       auto now = this->now();
-      std::optional<TimePoint> deadline;
-      {
-        std::lock_guard tl(p.timers_mu_);
-        p.timers_.any_authenticated_packet_sent(now);
-        p.timers_.any_authenticated_packet_traversal(now);
-        if (data) p.timers_.data_sent(now);
-        deadline = p.timers_.next_deadline();
-      }
+      const auto deadline = p.with_timers([&](Timers& t) {
+        on_transport_sent(t, data, now);
+        return t.next_deadline();
+      });
       p.stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
       send_to_peer(p, std::span(dgrams.data(), b->count));
       poke_timers_before(p, deadline);
@@ -293,18 +226,9 @@ void Device::send_initiation(Peer& p, bool retry) {
   // The timers and counters before the message leaves: a response can be back (and its
   // handshake_complete run) before send_to_peer returns; arming the retransmission after
   // it would resend an initiation that was already answered.
-  {
-    std::lock_guard tl(p.timers_mu_);
-    if (!retry) p.timers_.reset_attempts();
-    p.timers_.handshake_initiated(now);
-    p.timers_.any_authenticated_packet_sent(now);
-    p.timers_.any_authenticated_packet_traversal(now);
-  }
+  p.with_timers([&](Timers& t) { on_initiation_sent(t, retry, now); });
   p.stats_.tx_bytes.fetch_add(sizeof msg, std::memory_order_relaxed);
-  int64_t none = 0;
-  p.stats_.unanswered_since_ns.compare_exchange_strong(
-      none, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count());
+  p.record_initiation();
   std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);
   send_to_peer(p, std::span(&d, 1));
   poke_timers(p);

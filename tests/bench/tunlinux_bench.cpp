@@ -9,22 +9,18 @@
 #include <span>
 #include <vector>
 
+#include "../support/packet_bytes.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/offload.hpp"
 
 namespace {
 
+using wgtest::put16;
+using wgtest::put32;
+
 using Bytes = std::vector<uint8_t>;
 constexpr size_t kOffset = 16;
 
-void put16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-void put32(uint8_t* p, uint32_t v) {
-  put16(p, static_cast<uint16_t>(v >> 16));
-  put16(p + 2, static_cast<uint16_t>(v));
-}
 
 // IPv4 198.19.0.2:5001 -> 198.19.0.1:40000, TCP with timestamps, `payload` bytes; the
 // TCP checksum either complete or (partial) just the pseudo-header sum.

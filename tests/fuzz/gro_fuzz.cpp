@@ -16,9 +16,15 @@
 #include <span>
 #include <vector>
 
+#include "../support/packet_bytes.hpp"
 #include "tunlinux/offload.hpp"
 
 namespace {
+
+using wgtest::be16;
+using wgtest::put16;
+using wgtest::put32;
+using wgtest::naive_checksum;
 
 using Bytes = std::vector<uint8_t>;
 constexpr size_t kOffset = 16;
@@ -27,24 +33,7 @@ void check(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-void put16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-void put32(uint8_t* p, uint32_t v) {
-  put16(p, static_cast<uint16_t>(v >> 16));
-  put16(p + 2, static_cast<uint16_t>(v));
-}
 
-// RFC 1071 as written, independent of tunlinux::checksum.
-uint16_t naive_sum(const uint8_t* p, size_t n, uint32_t initial = 0) {
-  uint64_t sum = initial;
-  for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
-  if (n % 2) sum += static_cast<uint32_t>(p[n - 1] << 8);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(sum);
-}
 
 uint16_t pseudo(const uint8_t* ip, size_t l4_len) {
   uint8_t ph[40] = {};
@@ -60,7 +49,7 @@ uint16_t pseudo(const uint8_t* ip, size_t l4_len) {
     ph[39] = ip[6];
     n = 40;
   }
-  return naive_sum(ph, n);
+  return naive_checksum(ph, n);
 }
 
 struct Flow {
@@ -94,7 +83,7 @@ Bytes build(const Flow& f, uint16_t payload_len, uint8_t flags) {
     p[9] = f.udp ? 17 : 6;
     p[12] = 198, p[13] = 19, p[15] = 2;
     p[16] = 198, p[17] = 19, p[19] = 1;
-    put16(&p[10], static_cast<uint16_t>(~naive_sum(p.data(), 20)));
+    put16(&p[10], static_cast<uint16_t>(~naive_checksum(p.data(), 20)));
   }
   put16(l4, f.sport);
   put16(l4 + 2, 9);
@@ -111,7 +100,7 @@ Bytes build(const Flow& f, uint16_t payload_len, uint8_t flags) {
     for (size_t i = 20; i < l4h; ++i) l4[i] = i + 1 == l4h ? 0 : 1;  // NOPs, then EOL
     csum_at = 16;
   }
-  uint16_t c = static_cast<uint16_t>(~naive_sum(l4, p.size() - ihl, pseudo(p.data(), p.size() - ihl)));
+  uint16_t c = static_cast<uint16_t>(~naive_checksum(l4, p.size() - ihl, pseudo(p.data(), p.size() - ihl)));
   if (f.udp && c == 0) c = 0xffff;
   put16(l4 + csum_at, c);
   return p;
@@ -135,7 +124,7 @@ void check_coalesced(const Bytes& flat, std::span<const uint16_t> members, const
   const size_t ihl = hdr.csum_start;
   check(ihl == ((pkt[0] >> 4) == 4 ? 20u : 40u));
   check(be16(&pkt[ihl + hdr.csum_offset]) == pseudo(pkt.data(), pkt.size() - ihl));
-  if ((pkt[0] >> 4) == 4) check(naive_sum(pkt.data(), 20) == 0xffff && be16(&pkt[2]) == pkt.size());
+  if ((pkt[0] >> 4) == 4) check(naive_checksum(pkt.data(), 20) == 0xffff && be16(&pkt[2]) == pkt.size());
   if (hdr.gso_type == tunlinux::kVirtioNetHdrGsoUdpL4) check(members.size() <= tunlinux::kGroMaxUdpSegments);
 
   tunlinux::GsoPacket gp;
@@ -150,7 +139,7 @@ void check_coalesced(const Bytes& flat, std::span<const uint16_t> members, const
     Bytes a(store[i].begin() + kOffset, store[i].begin() + static_cast<long>(kOffset + sizes[i]));
     Bytes b = pkts[members[i]];
     check(a.size() == b.size());
-    check(naive_sum(a.data() + ihl, a.size() - ihl, pseudo(a.data(), a.size() - ihl)) == 0xffff);
+    check(naive_checksum(a.data() + ihl, a.size() - ihl, pseudo(a.data(), a.size() - ihl)) == 0xffff);
     // Equal but for the L4 checksum (0 and 0xffff are both zero) and, under DF, the IPv4
     // ID and header checksum (the kernel may rewrite those).
     const size_t csum_at = ihl + hdr.csum_offset;

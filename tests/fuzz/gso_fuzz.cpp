@@ -16,9 +16,14 @@
 #include <span>
 #include <vector>
 
+#include "../support/packet_bytes.hpp"
 #include "tunlinux/offload.hpp"
 
 namespace {
+
+using wgtest::be16;
+using wgtest::be32;
+using wgtest::naive_checksum;
 
 using Bytes = std::vector<uint8_t>;
 constexpr size_t kOffset = 16;
@@ -28,16 +33,7 @@ void check(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t be32(const uint8_t* p) { return uint32_t{be16(p)} << 16 | be16(p + 2); }
 
-uint16_t naive_sum(const uint8_t* p, size_t n, uint32_t initial = 0) {
-  uint64_t sum = initial;
-  for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
-  if (n % 2) sum += static_cast<uint32_t>(p[n - 1] << 8);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(sum);
-}
 
 uint16_t pseudo(const uint8_t* ip, size_t l4_len, uint8_t proto) {
   uint8_t ph[40] = {};
@@ -55,7 +51,7 @@ uint16_t pseudo(const uint8_t* ip, size_t l4_len, uint8_t proto) {
     ph[39] = proto;
     n = 40;
   }
-  return naive_sum(ph, n);
+  return naive_checksum(ph, n);
 }
 
 // Makes `h` agree with `pkt` where it can: the fuzzer's bytes pick the GSO type.
@@ -118,7 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (hdr.flags & tunlinux::kVirtioNetHdrFNeedsCsum) {
       const size_t start = hdr.csum_start, at = start + hdr.csum_offset;
       check(at + 2 <= pkt.size());
-      check(naive_sum(out.data() + start, out.size() - start, be16(&pkt[at])) == 0xffff);
+      check(naive_checksum(out.data() + start, out.size() - start, be16(&pkt[at])) == 0xffff);
       out[at] = pkt[at], out[at + 1] = pkt[at + 1];
     }
     check(out == pkt);
@@ -146,10 +142,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(be16(s + 4) == len - 40);
     } else {
       check(be16(s + 2) == len);
-      check(naive_sum(s, ihl) == 0xffff);
+      check(naive_checksum(s, ihl) == 0xffff);
       check(be16(s + 4) == static_cast<uint16_t>(be16(&pkt[4]) + i));
     }
-    check(naive_sum(s + ihl, len - ihl, pseudo(s, len - ihl, proto)) == 0xffff);
+    check(naive_checksum(s + ihl, len - ihl, pseudo(s, len - ihl, proto)) == 0xffff);
     if (tcp) {
       check(be32(s + ihl + 4) == static_cast<uint32_t>(be32(&pkt[ihl + 4]) + i * hdr.gso_size));
       const uint8_t f = s[ihl + 13], of = pkt[ihl + 13];

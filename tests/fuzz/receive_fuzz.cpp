@@ -75,6 +75,7 @@
 
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
+#include "wg/events.hpp"
 #include "wg/transport_aead.hpp"
 
 namespace wg {
@@ -119,14 +120,12 @@ struct DeviceFuzzAccess {
     keys.local_index = d.index_table_.new_index(p.shared_from_this());
     d.install_keypair(p, keys, initiator);
     const auto now = Clock::now();
-    {
-      std::lock_guard tl(p.timers_mu_);
-      p.timers_.any_authenticated_packet_received(now);
-      p.timers_.any_authenticated_packet_traversal(now);
-      if (initiator) p.timers_.handshake_complete(now);
-      p.timers_.session_derived(now);
-      if (!initiator) p.timers_.any_authenticated_packet_sent(now);
-    }
+    p.with_timers([&](Timers& t) {
+      if (initiator)
+        on_response_consumed(t, now);
+      else
+        on_initiation_consumed(t, now);
+    });
     d.poke_timers(p);
     return keys.local_index;
   }

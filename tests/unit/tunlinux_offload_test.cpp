@@ -37,13 +37,21 @@
 #include <thread>
 #include <vector>
 
+#include "../support/packet_bytes.hpp"
 #include "offload_switches.hpp"
+#include "../support/netns_child.hpp"
 #include "skip.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/offload.hpp"
 #include "tunlinux/tun.hpp"
 
 namespace {
+
+using wgtest::be16;
+using wgtest::be32;
+using wgtest::put16;
+using wgtest::put32;
+using wgtest::naive_checksum;
 
 using namespace std::chrono_literals;
 using tunlinux::Gro;
@@ -56,25 +64,7 @@ constexpr uint8_t kAck = 0x10, kPsh = 0x08, kFin = 0x01, kSyn = 0x02, kCwr = 0x8
 
 // ---------------------------------------------------------------- packets by hand
 
-uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t be32(const uint8_t* p) { return uint32_t{be16(p)} << 16 | be16(p + 2); }
-void put16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-void put32(uint8_t* p, uint32_t v) {
-  put16(p, static_cast<uint16_t>(v >> 16));
-  put16(p + 2, static_cast<uint16_t>(v));
-}
 
-// RFC 1071 as written, independent of tunlinux::checksum.
-uint16_t naive_sum(const uint8_t* p, size_t n, uint32_t initial = 0) {
-  uint64_t sum = initial;
-  for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
-  if (n % 2) sum += static_cast<uint32_t>(p[n - 1] << 8);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(sum);
-}
 
 size_t ip_header_len(const uint8_t* p) { return (p[0] >> 4) == 4 ? (p[0] & 0xf) * 4u : 40; }
 
@@ -89,14 +79,14 @@ uint32_t naive_pseudo(const uint8_t* p, size_t l4_len) {
     ph.assign(p + 8, p + 40);
     ph.insert(ph.end(), {0, 0, static_cast<uint8_t>(l4_len >> 8), static_cast<uint8_t>(l4_len), 0, 0, 0, p[6]});
   }
-  return naive_sum(ph.data(), ph.size());
+  return naive_checksum(ph.data(), ph.size());
 }
 
-bool ipv4_checksum_ok(const uint8_t* p) { return (p[0] >> 4) != 4 || naive_sum(p, ip_header_len(p)) == 0xffff; }
+bool ipv4_checksum_ok(const uint8_t* p) { return (p[0] >> 4) != 4 || naive_checksum(p, ip_header_len(p)) == 0xffff; }
 
 bool l4_checksum_ok(const uint8_t* p, size_t len) {
   const size_t ihl = ip_header_len(p);
-  return naive_sum(p + ihl, len - ihl, naive_pseudo(p, len - ihl)) == 0xffff;
+  return naive_checksum(p + ihl, len - ihl, naive_pseudo(p, len - ihl)) == 0xffff;
 }
 
 struct Ip {
@@ -140,7 +130,7 @@ Bytes ip_packet(const Ip& ip, uint8_t proto, const Bytes& l4) {
     std::memcpy(&p[12], src, 4);
     std::memcpy(&p[16], dst, 4);
     std::copy(ip.options.begin(), ip.options.end(), p.begin() + 20);
-    put16(&p[10], static_cast<uint16_t>(~naive_sum(p.data(), ihl)));
+    put16(&p[10], static_cast<uint16_t>(~naive_checksum(p.data(), ihl)));
   } else {
     p.resize(40);
     put32(&p[0], 6u << 28 | uint32_t{ip.tos} << 20 | (ip.flow & 0xfffff));
@@ -160,7 +150,7 @@ Bytes ip_packet(const Ip& ip, uint8_t proto, const Bytes& l4) {
 void fill_l4_checksum(Bytes& p, size_t csum_at) {
   const size_t ihl = ip_header_len(p.data());
   put16(&p[csum_at], 0);
-  uint16_t c = static_cast<uint16_t>(~naive_sum(&p[ihl], p.size() - ihl, naive_pseudo(p.data(), p.size() - ihl)));
+  uint16_t c = static_cast<uint16_t>(~naive_checksum(&p[ihl], p.size() - ihl, naive_pseudo(p.data(), p.size() - ihl)));
   if (p[(p[0] >> 4) == 4 ? 9 : 6] == 17 && c == 0) c = 0xffff;
   put16(&p[csum_at], c);
 }
@@ -214,13 +204,13 @@ Super super_packet(const Bytes& single, uint8_t gso_type, uint16_t gso_size, con
   if ((s.pkt[0] >> 4) == 4) {
     put16(&s.pkt[2], static_cast<uint16_t>(s.pkt.size()));
     put16(&s.pkt[10], 0);
-    put16(&s.pkt[10], static_cast<uint16_t>(~naive_sum(s.pkt.data(), ihl)));
+    put16(&s.pkt[10], static_cast<uint16_t>(~naive_checksum(s.pkt.data(), ihl)));
   } else {
     put16(&s.pkt[4], static_cast<uint16_t>(s.pkt.size() - 40));
   }
   if (!tcp) put16(&s.pkt[ihl + 4], static_cast<uint16_t>(s.pkt.size() - ihl));
   const size_t csum_off = tcp ? 16 : 6;
-  put16(&s.pkt[ihl + csum_off], naive_sum(nullptr, 0, naive_pseudo(s.pkt.data(), s.pkt.size() - ihl)));
+  put16(&s.pkt[ihl + csum_off], naive_checksum(nullptr, 0, naive_pseudo(s.pkt.data(), s.pkt.size() - ihl)));
   s.hdr.flags = tunlinux::kVirtioNetHdrFNeedsCsum;
   s.hdr.gso_type = gso_type;
   s.hdr.hdr_len = static_cast<uint16_t>(hdr_len);
@@ -330,7 +320,7 @@ void check_round_trip(const Planned& w, const std::vector<Bytes>& inputs) {
   // What the kernel sees: the checksum field holds the pseudo-header sum of the whole.
   const size_t ihl = ip_header_len(w.pkt.data());
   REQUIRE(w.hdr.csum_start == ihl);
-  REQUIRE(be16(&w.pkt[ihl + w.hdr.csum_offset]) == naive_sum(nullptr, 0, naive_pseudo(w.pkt.data(), w.pkt.size() - ihl)));
+  REQUIRE(be16(&w.pkt[ihl + w.hdr.csum_offset]) == naive_checksum(nullptr, 0, naive_pseudo(w.pkt.data(), w.pkt.size() - ihl)));
   REQUIRE(ipv4_checksum_ok(w.pkt.data()));
   Super s{w.hdr, w.pkt};
   auto segs = split(s, 65535);
@@ -373,7 +363,7 @@ TEST_CASE("offload: checksum of inputs past the vector path's 1 MB rounds", "[of
     for (size_t skip : {0, 1, 3}) {
       INFO("fill " << int{fill} << " skip " << skip);
       CHECK(tunlinux::checksum(big.data() + skip, big.size() - skip, 0x1234) ==
-            naive_sum(big.data() + skip, big.size() - skip, 0x1234));
+            naive_checksum(big.data() + skip, big.size() - skip, 0x1234));
     }
   }
 }
@@ -471,7 +461,7 @@ TEST_CASE("offload: gso_split keeps IPv4 options in every segment", "[offload]")
 TEST_CASE("offload: gso_split completes a NEEDS_CSUM checksum without GSO", "[offload]") {
   for (size_t n : {0, 1, 2, 3, 1000, 1471, 1472}) {
     Bytes p = udp_packet({}, 4000, 9, payload_bytes(n, 5));
-    put16(&p[26], naive_sum(nullptr, 0, naive_pseudo(p.data(), p.size() - 20)));  // partial, as the kernel leaves it
+    put16(&p[26], naive_checksum(nullptr, 0, naive_pseudo(p.data(), p.size() - 20)));  // partial, as the kernel leaves it
     VirtioNetHdr h;
     h.flags = tunlinux::kVirtioNetHdrFNeedsCsum;
     h.csum_start = 20;
@@ -952,99 +942,10 @@ constexpr const char* kIf = "wgt0";
 const uint8_t kLocal[4] = {198, 19, 0, 1};
 const uint8_t kPeer[4] = {198, 19, 0, 2};
 
-struct ChildFailure {
-  std::string what;
-};
-
-#define EXPECT(cond)                                                                                  \
-  do {                                                                                                \
-    if (!(cond)) throw ChildFailure{std::string("line ") + std::to_string(__LINE__) + ": " #cond};    \
-  } while (0)
-#define EXPECT_MSG(cond, msg)                                                                         \
-  do {                                                                                                \
-    if (!(cond))                                                                                      \
-      throw ChildFailure{std::string("line ") + std::to_string(__LINE__) + ": " #cond " (" + (msg) + ")"}; \
-  } while (0)
-
-int g_report_fd = -1;
-const char* volatile g_step = "start";
-void step(const char* s) { g_step = s; }
-
-void on_alarm(int) {
-  const char prefix[] = "timed out during: ";
-  [[maybe_unused]] ssize_t r = ::write(g_report_fd, prefix, sizeof prefix - 1);
-  r = ::write(g_report_fd, g_step, std::strlen(g_step));
-  _exit(2);
-}
-
-void sh(const std::string& cmd) {
-  int rc = std::system(cmd.c_str());
-  EXPECT_MSG(rc == 0, cmd);
-}
-
-void write_file(const char* path, const char* text) {
-  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  [[maybe_unused]] ssize_t r = ::write(fd, text, std::strlen(text));
-  ::close(fd);
-}
-
-// Runs `body` in a forked child in a new network namespace; "" when it passed.
-std::string run_in_netns(const std::function<void()>& body, unsigned timeout_s = 30) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return "pipe2 failed";
-  pid_t pid = ::fork();
-  if (pid < 0) return "fork failed";
-  if (pid == 0) {
-    ::close(p[0]);
-    g_report_fd = p[1];
-    struct sigaction sa {};
-    sa.sa_handler = on_alarm;
-    ::sigaction(SIGALRM, &sa, nullptr);
-    ::alarm(timeout_s);
-    std::string failure;
-    try {
-      EXPECT_MSG(::unshare(CLONE_NEWNET) == 0, std::strerror(errno));
-      write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
-      write_file("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
-      sh("ip link set lo up");
-      body();
-    } catch (const ChildFailure& f) {
-      failure = f.what;
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty()) {
-      failure = std::string("[") + g_step + "] " + failure;
-      [[maybe_unused]] ssize_t r = ::write(p[1], failure.data(), failure.size());
-    }
-    _exit(failure.empty() ? 0 : 1);
-  }
-  ::close(p[1]);
-  std::string text;
-  char buf[512];
-  ssize_t r;
-  while ((r = ::read(p[0], buf, sizeof buf)) != 0) {
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    text.append(buf, static_cast<size_t>(r));
-  }
-  ::close(p[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  if (WIFSIGNALED(status)) text += " (child killed by signal " + std::to_string(WTERMSIG(status)) + ")";
-  return text.empty() ? "child failed without a message" : text;
-}
-
-void require_in_netns(const std::function<void()>& body) {
-  std::string failure = run_in_netns(body);
-  INFO(failure);
-  REQUIRE(failure.empty());
-}
+using wgtest::require_in_netns;
+using wgtest::sh;
+using wgtest::step;
+using wgtest::write_file;
 
 std::unique_ptr<tunlinux::Tun> make_tun(int mtu, const tunlinux::Tun::Options& opts = {}) {
   std::error_code ec;

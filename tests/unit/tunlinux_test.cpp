@@ -39,36 +39,29 @@
 #include <thread>
 #include <vector>
 
+#include "../support/packet_bytes.hpp"
 #include "bind/memory.hpp"
 #include "seam_faults.hpp"
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
 
+#include "../support/netns_child.hpp"
 #include "skip.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/tun.hpp"
 
 namespace {
 
+using wgtest::be16;
+using wgtest::put16;
+using wgtest::naive_checksum;
+
 using namespace std::chrono_literals;
 using tunlinux::Tun;
 
 // ---------------------------------------------------------------- checksum reference
 
-// RFC 1071 as written: big-endian 16-bit words, odd byte padded, end-around carry.
-uint16_t naive_checksum(const uint8_t* p, size_t n, uint32_t initial = 0) {
-  uint64_t sum = initial;
-  for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
-  if (n % 2) sum += static_cast<uint32_t>(p[n - 1] << 8);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(sum);
-}
 
-uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-void put16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
 
 // A TCP/UDP checksum over the pseudo-header, recomputed naively: 0xffff when valid.
 uint16_t l4_verify(const uint8_t* ip, size_t len) {
@@ -189,101 +182,10 @@ constexpr const char* kIf = "wgt0";
 const uint8_t kLocal[4] = {198, 19, 0, 1};
 const uint8_t kPeer[4] = {198, 19, 0, 2};
 
-struct ChildFailure {
-  std::string what;
-};
-
-#define EXPECT(cond)                                                                         \
-  do {                                                                                       \
-    if (!(cond)) throw ChildFailure{std::string("line ") + std::to_string(__LINE__) + ": " #cond}; \
-  } while (0)
-#define EXPECT_MSG(cond, msg)                                                                \
-  do {                                                                                       \
-    if (!(cond))                                                                             \
-      throw ChildFailure{std::string("line ") + std::to_string(__LINE__) + ": " #cond " (" + (msg) + ")"}; \
-  } while (0)
-
-int g_report_fd = -1;
-const char* volatile g_step = "start";
-
-void step(const char* s) { g_step = s; }
-
-void on_alarm(int) {
-  const char prefix[] = "timed out during: ";
-  [[maybe_unused]] ssize_t r = ::write(g_report_fd, prefix, sizeof prefix - 1);
-  r = ::write(g_report_fd, g_step, std::strlen(g_step));
-  _exit(2);
-}
-
-void sh(const std::string& cmd) {
-  int rc = std::system(cmd.c_str());
-  EXPECT_MSG(rc == 0, cmd);
-}
-
-void write_file(const char* path, const char* text) {
-  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;  // IPv6 may be compiled out: nothing to silence then
-  [[maybe_unused]] ssize_t r = ::write(fd, text, std::strlen(text));
-  ::close(fd);
-}
-
-// Runs `body` in a child process in a new network namespace. Returns "" when it
-// passed, else what went wrong.
-std::string run_in_netns(const std::function<void()>& body, unsigned timeout_s = 20) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return "pipe2 failed";
-  pid_t pid = ::fork();
-  if (pid < 0) return "fork failed";
-  if (pid == 0) {
-    ::close(p[0]);
-    g_report_fd = p[1];
-    struct sigaction sa {};
-    sa.sa_handler = on_alarm;
-    ::sigaction(SIGALRM, &sa, nullptr);
-    ::alarm(timeout_s);
-    std::string failure;
-    try {
-      EXPECT_MSG(::unshare(CLONE_NEWNET) == 0, std::strerror(errno));
-      write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
-      write_file("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
-      sh("ip link set lo up");
-      body();
-    } catch (const ChildFailure& f) {
-      failure = f.what;
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty()) {
-      failure = std::string("[") + g_step + "] " + failure;
-      [[maybe_unused]] ssize_t r = ::write(p[1], failure.data(), failure.size());
-    }
-    _exit(failure.empty() ? 0 : 1);
-  }
-  ::close(p[1]);
-  std::string text;
-  char buf[512];
-  ssize_t r;
-  while ((r = ::read(p[0], buf, sizeof buf)) != 0) {
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    text.append(buf, static_cast<size_t>(r));
-  }
-  ::close(p[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  if (WIFSIGNALED(status)) text += " (child killed by signal " + std::to_string(WTERMSIG(status)) + ")";
-  return text.empty() ? "child failed without a message" : text;
-}
-
-void require_in_netns(const std::function<void()>& body) {
-  std::string failure = run_in_netns(body);
-  INFO(failure);
-  REQUIRE(failure.empty());
-}
+using wgtest::require_in_netns;
+using wgtest::sh;
+using wgtest::step;
+using wgtest::write_file;
 
 std::unique_ptr<Tun> make_tun(int mtu = 0) {
   std::error_code ec;

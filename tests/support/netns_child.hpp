@@ -1,0 +1,125 @@
+// A test body run in a forked child inside a new network namespace (root): the kernel
+// TUN tests use it so that each case has its own interfaces and routes. The child
+// reports a failure as text through a pipe; an alarm bounds it. Shared by
+// tests/unit/tunlinux_test.cpp and tunlinux_offload_test.cpp.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace wgtest {
+
+// A failed expectation inside the child: thrown, caught by run_in_netns, reported.
+struct ChildFailure {
+  std::string what;
+};
+
+#define EXPECT(cond)                                                                                  \
+  do {                                                                                                \
+    if (!(cond)) throw ::wgtest::ChildFailure{std::string("line ") + std::to_string(__LINE__) + ": " #cond}; \
+  } while (0)
+#define EXPECT_MSG(cond, msg)                                                                         \
+  do {                                                                                                \
+    if (!(cond))                                                                                      \
+      throw ::wgtest::ChildFailure{std::string("line ") + std::to_string(__LINE__) + ": " #cond " (" + (msg) + ")"}; \
+  } while (0)
+
+namespace netns_detail {
+inline int report_fd = -1;
+inline const char* volatile step = "start";
+
+inline void on_alarm(int) {
+  const char prefix[] = "timed out during: ";
+  [[maybe_unused]] ssize_t r = ::write(report_fd, prefix, sizeof prefix - 1);
+  r = ::write(report_fd, step, std::strlen(step));
+  _exit(2);
+}
+}  // namespace netns_detail
+
+// Names what the child is doing, for the report of a failure or a timeout.
+inline void step(const char* s) { netns_detail::step = s; }
+
+// A shell command that must succeed.
+inline void sh(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  EXPECT_MSG(rc == 0, cmd);
+}
+
+// Writes a /proc or /sys file; a missing one is ignored (IPv6 may be compiled out).
+inline void write_file(const char* path, const char* text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  [[maybe_unused]] ssize_t r = ::write(fd, text, std::strlen(text));
+  ::close(fd);
+}
+
+// Runs `body` in a forked child in a new network namespace (loopback up, IPv6 off).
+// Returns "" when it passed, else what went wrong and during which step.
+inline std::string run_in_netns(const std::function<void()>& body, unsigned timeout_s = 30) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return "pipe2 failed";
+  pid_t pid = ::fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    ::close(p[0]);
+    netns_detail::report_fd = p[1];
+    struct sigaction sa {};
+    sa.sa_handler = netns_detail::on_alarm;
+    ::sigaction(SIGALRM, &sa, nullptr);
+    ::alarm(timeout_s);
+    std::string failure;
+    try {
+      EXPECT_MSG(::unshare(CLONE_NEWNET) == 0, std::strerror(errno));
+      write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+      write_file("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
+      sh("ip link set lo up");
+      body();
+    } catch (const ChildFailure& f) {
+      failure = f.what;
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) {
+      failure = std::string("[") + netns_detail::step + "] " + failure;
+      [[maybe_unused]] ssize_t r = ::write(p[1], failure.data(), failure.size());
+    }
+    _exit(failure.empty() ? 0 : 1);
+  }
+  ::close(p[1]);
+  std::string text;
+  char buf[512];
+  ssize_t r;
+  while ((r = ::read(p[0], buf, sizeof buf)) != 0) {
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    text.append(buf, static_cast<size_t>(r));
+  }
+  ::close(p[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (WIFSIGNALED(status)) text += " (child killed by signal " + std::to_string(WTERMSIG(status)) + ")";
+  return text.empty() ? "child failed without a message" : text;
+}
+
+inline void require_in_netns(const std::function<void()>& body, unsigned timeout_s = 30) {
+  std::string failure = run_in_netns(body, timeout_s);
+  INFO(failure);
+  REQUIRE(failure.empty());
+}
+
+}  // namespace wgtest
