@@ -55,27 +55,27 @@ Destination::Destination(const Endpoint& ep) {
 }
 
 void Destination::set_source(const Endpoint& ep) {
-  cmsghdr h{};
+  // One control message: its header, then `pi` at CMSG_DATA's offset.
+  auto put = [this](int level, int type, const auto& pi) {
+    cmsghdr h{};
+    h.cmsg_level = level;
+    h.cmsg_type = type;
+    h.cmsg_len = CMSG_LEN(sizeof pi);
+    std::memcpy(control, &h, sizeof h);
+    std::memcpy(control + CMSG_LEN(0), &pi, sizeof pi);
+    control_len = CMSG_SPACE(sizeof pi);
+  };
   if (ep.family == 4) {
     in_pktinfo pi{};
     pi.ipi_ifindex = static_cast<int>(ep.source_ifindex);
     std::memcpy(&pi.ipi_spec_dst, ep.source.data(), 4);
-    h.cmsg_level = IPPROTO_IP;
-    h.cmsg_type = IP_PKTINFO;
-    h.cmsg_len = CMSG_LEN(sizeof pi);
-    std::memcpy(control + CMSG_LEN(0), &pi, sizeof pi);
-    control_len = CMSG_SPACE(sizeof pi);
+    put(IPPROTO_IP, IP_PKTINFO, pi);
   } else {
     in6_pktinfo pi{};
     pi.ipi6_ifindex = ep.source_ifindex;
     std::memcpy(&pi.ipi6_addr, ep.source.data(), 16);
-    h.cmsg_level = IPPROTO_IPV6;
-    h.cmsg_type = IPV6_PKTINFO;
-    h.cmsg_len = CMSG_LEN(sizeof pi);
-    std::memcpy(control + CMSG_LEN(0), &pi, sizeof pi);
-    control_len = CMSG_SPACE(sizeof pi);
+    put(IPPROTO_IPV6, IPV6_PKTINFO, pi);
   }
-  std::memcpy(control, &h, sizeof h);
 }
 
 }  // namespace detail

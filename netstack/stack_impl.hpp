@@ -214,6 +214,16 @@ std::optional<uint64_t> begin_op(const std::shared_ptr<Obj>& o, Handler& h, Canc
   return gen;
 }
 
+// The end of a listener's or socket's handle: its shared state is dropped here and
+// closed on the Stack's thread, unless the Stack already closed it at its own end.
+template <class Obj>
+void close_on_stack(std::shared_ptr<Obj>& handle) {
+  if (!handle) return;
+  auto o = std::move(handle);
+  if (o->gone()) return;
+  asio::dispatch(o->s.io_, [o] { o->close(); });
+}
+
 // Runs `op`, a coroutine on the Stack's thread, for handler h: h completes with op's
 // result, or at once with operation_aborted when its slot is cancelled (op is then told
 // to stop, terminal, and its result is dropped). For the operations made of others

@@ -454,12 +454,7 @@ size_t TcpStream::write_all(asio::const_buffer b, error_code& ec) {
 
 TcpListener::~TcpListener() { close(); }
 
-void TcpListener::close() {
-  if (!l_) return;
-  auto l = std::move(l_);
-  if (l->gone()) return;
-  asio::dispatch(l->s.io_, [l] { l->close(); });
-}
+void TcpListener::close() { detail::close_on_stack(l_); }
 
 Endpoint TcpListener::local_endpoint() const { return l_ ? l_->local : Endpoint{}; }
 

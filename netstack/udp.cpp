@@ -98,12 +98,7 @@ std::shared_ptr<UdpConn> open_udp(StackImpl& s, const Endpoint& local, const End
 
 UdpSocket::~UdpSocket() { close(); }
 
-void UdpSocket::close() {
-  if (!u_) return;
-  auto u = std::move(u_);
-  if (u->gone()) return;
-  asio::dispatch(u->s.io_, [u] { u->close(); });
-}
+void UdpSocket::close() { detail::close_on_stack(u_); }
 
 Endpoint UdpSocket::local_endpoint() const { return u_ ? u_->local : Endpoint{}; }
 

@@ -380,10 +380,7 @@ bool Device::routable(const IpAddress& a) const {
 
 void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator) {
   auto kp = std::make_shared<Keypair>();
-  kp->send_key = keys.send;
-  kp->receive_key = keys.receive;
-  kp->local_index = keys.local_index;
-  kp->remote_index = keys.remote_index;
+  static_cast<noise::SessionKeys&>(*kp) = keys;
   kp->initiator = initiator;
   kp->created = now();
   kp->peer = &p;

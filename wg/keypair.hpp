@@ -8,19 +8,16 @@
 
 #include "wg/crypto.hpp"
 #include "wg/messages.hpp"
+#include "wg/noise.hpp"
 #include "wg/replay.hpp"
 
 namespace wg {
 
 class Peer;
 
-struct Keypair {
-  // Never change after creation.
-  SymmetricKey send_key;
-  SymmetricKey receive_key;
-  uint32_t local_index = 0;
-  uint32_t remote_index = 0;
-  bool initiator = false;
+// A handshake's session keys and indices (noise::SessionKeys, never changed after
+// creation) with what the data path keeps of the session.
+struct Keypair : noise::SessionKeys {
   TimePoint created{};
   Peer* peer = nullptr;
 

@@ -88,6 +88,19 @@ void Handshake::clear() {
   remote_index = 0;
 }
 
+namespace {
+
+// Both handshake messages: our ephemeral key goes out in the clear and into the chain.
+void send_ephemeral(Handshake& hs, const PrivateKey& ephemeral, uint8_t (&field)[kKeyLen]) {
+  hs.local_ephemeral = ephemeral;
+  PublicKey eph_pub = crypto::public_key(ephemeral);
+  std::memcpy(field, eph_pub.data(), kKeyLen);
+  mix_key(hs.chaining_key, bytes(eph_pub));
+  mix_hash(hs.hash, bytes(eph_pub));
+}
+
+}  // namespace
+
 bool create_initiation(Handshake& hs, const Identity& local, const PrivateKey& ephemeral,
                        const Tai64n& timestamp, uint32_t sender_index, MessageInitiation& out) {
   if (hs.static_static(local).is_zero()) return false;
@@ -99,11 +112,7 @@ bool create_initiation(Handshake& hs, const Identity& local, const PrivateKey& e
   out.type = static_cast<uint32_t>(MessageType::initiation);
   out.sender = sender_index;
 
-  hs.local_ephemeral = ephemeral;
-  PublicKey eph_pub = crypto::public_key(ephemeral);
-  std::memcpy(out.ephemeral, eph_pub.data(), kKeyLen);
-  mix_key(hs.chaining_key, bytes(eph_pub));
-  mix_hash(hs.hash, bytes(eph_pub));
+  send_ephemeral(hs, ephemeral, out.ephemeral);
 
   auto es = crypto::x25519(ephemeral, hs.remote_static);
   if (!es) return false;
@@ -188,11 +197,7 @@ bool create_response(Handshake& hs, const PrivateKey& ephemeral, uint32_t sender
   out.sender = sender_index;
   out.receiver = hs.remote_index;
 
-  hs.local_ephemeral = ephemeral;
-  PublicKey eph_pub = crypto::public_key(ephemeral);
-  std::memcpy(out.ephemeral, eph_pub.data(), kKeyLen);
-  mix_key(hs.chaining_key, bytes(eph_pub));
-  mix_hash(hs.hash, bytes(eph_pub));
+  send_ephemeral(hs, ephemeral, out.ephemeral);
 
   auto ee = crypto::x25519(ephemeral, hs.remote_ephemeral);
   if (!ee) return false;

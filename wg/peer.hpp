@@ -116,6 +116,25 @@ private:
   template <class Emit>
   Cut cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit);
 
+  // The in-order queues: `done` has finished its crypto. Whoever finds the head of `q`
+  // done hands it and every finished batch behind it to `f`, in order, without the queue
+  // lock; one that finds another draining (`draining`) leaves its batch to that one.
+  template <class F>
+  void drain_in_order(std::deque<Batch*>& q, bool& draining, Batch* done, F&& f) {
+    std::unique_lock lock(queue_mu_);
+    done->done = true;
+    if (draining) return;
+    draining = true;
+    while (!q.empty() && q.front()->done) {
+      Batch* b = q.front();
+      q.pop_front();
+      lock.unlock();
+      f(b);
+      lock.lock();
+    }
+    draining = false;
+  }
+
   template <class F>
   auto with_timers(F&& f) {
     std::lock_guard lock(timers_mu_);

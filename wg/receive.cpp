@@ -145,7 +145,7 @@ void Device::decrypt_batch(Batch& b) {
   for (size_t i = 0; i < b.count; ++i) {
     uint8_t* d = b.bufs[i];
     size_t n = b.sizes[i];
-    b.ok[i] = fresh && transport::open(d + kHeadroom, kp.receive_key.data(), b.counters[i],
+    b.ok[i] = fresh && transport::open(d + kHeadroom, kp.receive.data(), b.counters[i],
                                        std::span<const uint8_t>(d + kHeadroom, n - kHeadroom));
     b.sizes[i] = n - kHeadroom - kAeadTagLen;
   }
@@ -153,15 +153,7 @@ void Device::decrypt_batch(Batch& b) {
 
 // 5. In order per peer.
 void Device::flush_inbound(Peer& p, Batch* done) {
-  std::unique_lock lock(p.queue_mu_);
-  done->done = true;
-  if (p.flushing_in_) return;
-  p.flushing_in_ = true;
-  while (!p.inbound_.empty() && p.inbound_.front()->done) {
-    Batch* b = p.inbound_.front();
-    p.inbound_.pop_front();
-    lock.unlock();
-
+  p.drain_in_order(p.inbound_, p.flushing_in_, done, [&](Batch* b) {
     Keypair& kp = *b->keypair;
     std::array<std::span<uint8_t>, kMaxBatch> out;
     size_t m = 0;
@@ -230,9 +222,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
     }
     buffers_.give(b->bufs.data(), b->count);
     batches_.give(b);
-    lock.lock();
-  }
-  p.flushing_in_ = false;
+  });
 }
 
 // --- handshakes ---

@@ -133,7 +133,7 @@ void Device::encrypt_batch(Batch& b) {
     MessageTransportHeader h{static_cast<uint32_t>(MessageType::transport), kp.remote_index,
                              b.counters[i]};
     std::memcpy(buf, &h, sizeof h);
-    transport::seal(buf + kHeadroom, kp.send_key.data(), b.counters[i],
+    transport::seal(buf + kHeadroom, kp.send.data(), b.counters[i],
                     std::span<const uint8_t>(buf + kHeadroom, padded));
     b.ok[i] = len > 0;
     b.sizes[i] = kHeadroom + padded + kAeadTagLen;
@@ -143,15 +143,7 @@ void Device::encrypt_batch(Batch& b) {
 // 6. Send in order. Whoever completes the head batch sends it and everything finished
 // behind it; a worker that finds a flush under way leaves its batch to that flusher.
 void Device::flush_outbound(Peer& p, Batch* done) {
-  std::unique_lock lock(p.queue_mu_);
-  done->done = true;
-  if (p.flushing_out_) return;
-  p.flushing_out_ = true;
-  while (!p.outbound_.empty() && p.outbound_.front()->done) {
-    Batch* b = p.outbound_.front();
-    p.outbound_.pop_front();
-    lock.unlock();
-
+  p.drain_in_order(p.outbound_, p.flushing_out_, done, [&](Batch* b) {
     std::array<std::span<const uint8_t>, kMaxBatch> dgrams;
     bool data = false;
     uint64_t bytes = 0;
@@ -174,9 +166,7 @@ void Device::flush_outbound(Peer& p, Batch* done) {
     }
     buffers_.give(b->bufs.data(), b->count);
     batches_.give(b);
-    lock.lock();
-  }
-  p.flushing_out_ = false;
+  });
 }
 
 void Device::send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams) {

@@ -82,22 +82,22 @@ bool IpPrefix::contains(const IpAddress& a) const {
   return probe.masked().addr == masked().addr;
 }
 
-std::optional<IpAddress> packet_destination(const uint8_t* pkt, size_t len) {
+namespace {
+
+// The address at `v4_at` of an IPv4 header or `v6_at` of an IPv6 header.
+std::optional<IpAddress> header_address(const uint8_t* pkt, size_t len, size_t v4_at, size_t v6_at) {
   if (len < 1) return std::nullopt;
   switch (pkt[0] >> 4) {
-    case 4: if (len >= 20) return IpAddress::v4(pkt + 16); break;
-    case 6: if (len >= 40) return IpAddress::v6(pkt + 24); break;
+    case 4: if (len >= 20) return IpAddress::v4(pkt + v4_at); break;
+    case 6: if (len >= 40) return IpAddress::v6(pkt + v6_at); break;
   }
   return std::nullopt;
 }
 
-std::optional<IpAddress> packet_source(const uint8_t* pkt, size_t len) {
-  if (len < 1) return std::nullopt;
-  switch (pkt[0] >> 4) {
-    case 4: if (len >= 20) return IpAddress::v4(pkt + 12); break;
-    case 6: if (len >= 40) return IpAddress::v6(pkt + 8); break;
-  }
-  return std::nullopt;
-}
+}  // namespace
+
+std::optional<IpAddress> packet_destination(const uint8_t* pkt, size_t len) { return header_address(pkt, len, 16, 24); }
+
+std::optional<IpAddress> packet_source(const uint8_t* pkt, size_t len) { return header_address(pkt, len, 12, 8); }
 
 }  // namespace wg
