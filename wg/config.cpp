@@ -27,16 +27,6 @@ std::string_view trim_blanks(std::string_view s) {
   return s.substr(b, e - b + 1);
 }
 
-bool ascii_iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto la = a[i] >= 'A' && a[i] <= 'Z' ? a[i] - 'A' + 'a' : a[i];
-    auto lb = b[i] >= 'A' && b[i] <= 'Z' ? b[i] - 'A' + 'a' : b[i];
-    if (la != lb) return false;
-  }
-  return true;
-}
-
 ConfigError::ConfigError(size_t line, const std::string& message)
     : std::runtime_error(fmt::format("line {}: {}", line, message)), line_(line) {}
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "wg/base/ascii.hpp"
 #include "wg/crypto.hpp"
 #include "wg/base/ip.hpp"
 
@@ -73,7 +74,7 @@ Config load_config(const std::string& path);
 // blanks (space, tab, CR, FF, VT) trimmed from both ends, and names compared without
 // regard to ASCII case.
 std::string_view trim_blanks(std::string_view s);
-bool ascii_iequals(std::string_view a, std::string_view b);
+using wg::ascii_iequals;  // wg/base/ascii.hpp
 
 // True when a file mode (st_mode) lets group or others read or write the file.
 constexpr bool config_mode_is_loose(uint32_t mode) { return (mode & 0066) != 0; }

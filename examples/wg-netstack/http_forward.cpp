@@ -11,6 +11,7 @@
 
 #include "handshake.hpp"
 #include "tls_stream.hpp"
+#include "wg/base/ascii.hpp"
 #include "wg/base/log.hpp"
 
 namespace wgns {
@@ -61,7 +62,7 @@ void copy_end_to_end(const http::fields& from, http::fields& to) {
         break;
     }
     std::string_view name(f.name_string().data(), f.name_string().size());
-    if (std::any_of(listed.begin(), listed.end(), [&](const std::string& o) { return boost::beast::iequals(o, name); }))
+    if (std::any_of(listed.begin(), listed.end(), [&](const std::string& o) { return wg::ascii_iequals(o, name); }))
       continue;
     to.insert(f.name_string(), f.value());
   }
@@ -160,7 +161,7 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
   if (in.chunked()) req_out.chunked(true);
   else if (auto len = req_in.content_length()) req_out.content_length(*len);
   // The proxy answers 100-continue itself, so the origin never has to.
-  if (auto e = in.find(http::field::expect); e != in.end() && boost::beast::iequals(e->value(), "100-continue")) {
+  if (auto e = in.find(http::field::expect); e != in.end() && wg::ascii_iequals(e->value(), "100-continue")) {
     auto [cec, cn] = co_await asio::async_write(client, asio::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), kTry);
     if (cec) co_return false;
   }

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "common.hpp"
+#include "wg/base/ascii.hpp"
 #include "wg/crypto.hpp"
 
 namespace wgns {
@@ -48,7 +49,7 @@ HttpVerdict refusal(http::status status, std::string reason, bool want_auth = fa
 }
 
 bool starts_with_nocase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && boost::beast::iequals(s.substr(0, prefix.size()), prefix);
+  return s.size() >= prefix.size() && wg::ascii_iequals(s.substr(0, prefix.size()), prefix);
 }
 
 // "http://authority[/path][?query][#fragment]" → where to forward it. The fragment is

@@ -60,6 +60,20 @@ TEST_CASE("http request: refusals of method, target and credentials", "[http]") 
         http::status::proxy_authentication_required);
 }
 
+// Found by http_proxy_fuzz (2026-12-03): a target exactly as long as "http://" or
+// "https://" that differs from it in case was compared with Boost 1.81's beast::iequals,
+// which then reads one byte past the end of the target (heap-buffer-overflow under ASan).
+TEST_CASE("http request: a bare scheme in any case is refused, read within its bytes", "[http]") {
+  for (const char* t : {"HTTP://", "htTp://", "Http://", "HTTPS://", "httpS://", "HTTP:/", "hTTPS:/"}) {
+    INFO(t);
+    auto v = verdict_for_request(request(http::verb::get, t), "", "");
+    CHECK(v.status == http::status::bad_request);
+    CHECK_FALSE(v.forward);
+  }
+  CHECK(verdict_for_request(request(http::verb::get, "HTTPS://web.test/"), "", "").reason ==
+        "https:// goes through CONNECT");
+}
+
 TEST_CASE("http request: read errors", "[http]") {
   auto big = verdict_for_read_error(http::error::header_limit);
   REQUIRE(big);
