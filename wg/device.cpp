@@ -116,7 +116,14 @@ void Device::close_bind_locked() {
   receivers_.clear();
 }
 
-bool Device::pause_after_error(unsigned& failures) {
+bool Device::keep_reading_after(const std::error_code& ec, unsigned& failures, const char* what, bool loud) {
+  if (ec == std::errc::operation_canceled || closing_) return false;
+  if (failures == 0) {
+    if (loud)
+      log::error("{}: {}", what, ec.message());
+    else
+      log::verbose("{}: {}", what, ec.message());
+  }
   ++failures;
   if (failures > 1) {
     // 1 ms, 2 ms, ... up to kErrorBackoffMax, in slices so that close() is not held up.

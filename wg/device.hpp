@@ -142,11 +142,13 @@ private:
     conn::Endpoint from;
   };
 
-  // After a failed read from the TUN or a socket: the first failure is retried at once,
-  // then the wait doubles from 1 ms to kErrorBackoffMax while failures go on, so a
-  // device or socket that fails every call cannot take a core or flood the log.
-  // `failures` counts them (the caller zeroes it after a good read). False once closing.
-  bool pause_after_error(unsigned& failures);
+  // After a failed read `ec` from the TUN or a socket: false when the reader must stop
+  // (its device or Bind closed, or the Device closing). Else the first failure of a run is
+  // logged (as an error if `loud`, else verbose) and retried at once, then the wait
+  // doubles from 1 ms to kErrorBackoffMax while failures go on, so a device or socket
+  // that fails every call cannot take a core or flood the log. `failures` counts them
+  // (the caller zeroes it after a good read).
+  bool keep_reading_after(const std::error_code& ec, unsigned& failures, const char* what, bool loud);
   static constexpr std::chrono::milliseconds kErrorBackoffMax{250};
   // send.cpp
   void tun_reader();

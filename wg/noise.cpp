@@ -35,6 +35,22 @@ void mix_hash(uint8_t h[kHashLen], Span data) { crypto::hash(h, Span(h, kHashLen
 void mix_key(SymmetricKey& ck, Span data) { crypto::kdf(bytes(ck), data, ck.data()); }
 
 // (ck, key) = KDF2(ck, dh)
+// Noise's EncryptAndHash: `plain` sealed under `key` (nonce 0, the hash as associated
+// data) into `out` (plain and tag), and `out` mixed into the hash.
+template <size_t N>
+void encrypt_and_hash(uint8_t h[kHashLen], const SymmetricKey& key, Span plain, uint8_t (&out)[N]) {
+  crypto::aead_seal(out, key.data(), 0, plain, Span(h, kHashLen));
+  mix_hash(h, Span(out, N));
+}
+
+// Noise's DecryptAndHash: false, and the hash unchanged, if `in` does not open.
+template <size_t N>
+bool decrypt_and_hash(uint8_t h[kHashLen], const SymmetricKey& key, const uint8_t (&in)[N], uint8_t* plain) {
+  if (!crypto::aead_open(plain, key.data(), 0, Span(in, N), Span(h, kHashLen))) return false;
+  mix_hash(h, Span(in, N));
+  return true;
+}
+
 void mix_dh(SymmetricKey& ck, SymmetricKey& key, const SymmetricKey& dh) {
   crypto::kdf(bytes(ck), bytes(dh), ck.data(), key.data());
 }
@@ -118,14 +134,10 @@ bool create_initiation(Handshake& hs, const Identity& local, const PrivateKey& e
   if (!es) return false;
   SymmetricKey key;
   mix_dh(hs.chaining_key, key, *es);
-  crypto::aead_seal(out.encrypted_static, key.data(), 0, bytes(local.public_key),
-                    Span(hs.hash, kHashLen));
-  mix_hash(hs.hash, Span(out.encrypted_static, sizeof out.encrypted_static));
+  encrypt_and_hash(hs.hash, key, bytes(local.public_key), out.encrypted_static);
 
   mix_dh(hs.chaining_key, key, hs.precomputed_static_static);
-  crypto::aead_seal(out.encrypted_timestamp, key.data(), 0, Span(timestamp.data(), timestamp.size()),
-                    Span(hs.hash, kHashLen));
-  mix_hash(hs.hash, Span(out.encrypted_timestamp, sizeof out.encrypted_timestamp));
+  encrypt_and_hash(hs.hash, key, Span(timestamp.data(), timestamp.size()), out.encrypted_timestamp);
 
   hs.local_index = sender_index;
   hs.state = State::initiation_created;
@@ -149,20 +161,12 @@ std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& ms
   if (!es) return std::nullopt;
   SymmetricKey key;
   mix_dh(in.chaining_key, key, *es);
-  if (!crypto::aead_open(in.remote_static.data(), key.data(), 0,
-                         Span(msg.encrypted_static, sizeof msg.encrypted_static),
-                         Span(in.hash, kHashLen)))
-    return std::nullopt;
-  mix_hash(in.hash, Span(msg.encrypted_static, sizeof msg.encrypted_static));
+  if (!decrypt_and_hash(in.hash, key, msg.encrypted_static, in.remote_static.data())) return std::nullopt;
 
   auto ss = lookup(in.remote_static);
   if (!ss || ss->is_zero()) return std::nullopt;
   mix_dh(in.chaining_key, key, *ss);
-  if (!crypto::aead_open(in.timestamp.data(), key.data(), 0,
-                         Span(msg.encrypted_timestamp, sizeof msg.encrypted_timestamp),
-                         Span(in.hash, kHashLen)))
-    return std::nullopt;
-  mix_hash(in.hash, Span(msg.encrypted_timestamp, sizeof msg.encrypted_timestamp));
+  if (!decrypt_and_hash(in.hash, key, msg.encrypted_timestamp, in.timestamp.data())) return std::nullopt;
   in.remote_index = msg.sender;
   return in;
 }
@@ -212,8 +216,7 @@ bool create_response(Handshake& hs, const PrivateKey& ephemeral, uint32_t sender
               key.data());
   mix_hash(hs.hash, Span(tau, kHashLen));
   secure_wipe(tau, sizeof tau);
-  crypto::aead_seal(out.encrypted_nothing, key.data(), 0, {}, Span(hs.hash, kHashLen));
-  mix_hash(hs.hash, Span(out.encrypted_nothing, sizeof out.encrypted_nothing));
+  encrypt_and_hash(hs.hash, key, {}, out.encrypted_nothing);
 
   hs.local_index = sender_index;
   hs.state = State::response_created;
@@ -246,13 +249,10 @@ bool consume_response(Handshake& hs, const Identity& local, const MessageRespons
   mix_hash(hash, Span(tau, kHashLen));
   secure_wipe(tau, sizeof tau);
   uint8_t nothing[1];
-  if (!crypto::aead_open(nothing, key.data(), 0,
-                         Span(msg.encrypted_nothing, sizeof msg.encrypted_nothing),
-                         Span(hash, kHashLen))) {
+  if (!decrypt_and_hash(hash, key, msg.encrypted_nothing, nothing)) {
     secure_wipe(hash, sizeof hash);
     return false;
   }
-  mix_hash(hash, Span(msg.encrypted_nothing, sizeof msg.encrypted_nothing));
 
   std::memcpy(hs.hash, hash, kHashLen);
   secure_wipe(hash, sizeof hash);

@@ -57,9 +57,7 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
     size_t n = receive(std::span(spans.data(), have), std::span(sizes.data(), have),
                        std::span(eps.data(), have), ec);
     if (ec) {
-      if (ec == std::errc::operation_canceled || closing_) break;
-      if (failures == 0) log::verbose("receive: {}", ec.message());
-      if (!pause_after_error(failures)) break;
+      if (!keep_reading_after(ec, failures, "receive", false)) break;
       continue;
     }
     failures = 0;

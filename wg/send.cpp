@@ -40,10 +40,8 @@ void Device::tun_reader() {
     std::error_code ec;
     size_t n = tun_.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
     if (ec) {
-      if (ec == std::errc::operation_canceled || closing_) break;
       // Logged once per run of failures; a device failing every read is not spun on.
-      if (failures == 0) log::error("tun read: {}", ec.message());
-      if (!pause_after_error(failures)) break;
+      if (!keep_reading_after(ec, failures, "tun read", true)) break;
       continue;
     }
     failures = 0;

@@ -10,7 +10,11 @@
 #   │ veth  198.18.0.1/24          │ <─veth─> │ veth  198.18.0.2/24          │  (a)
 #   └──────────────────────────────┘          └──────────────────────────────┘
 #
-# Usage: netns_throughput.sh BIN_DIR [--reps N] [--seconds S]
+# Usage: netns_throughput.sh BIN_DIR [--reps N] [--seconds S] [--old OLD_BIN_DIR]
+#                             [--only CONFIG,...]
+#   --old: also an earlier build's wg-tun (configuration wg-tun-old), interleaved with
+#   this one in every repetition: a before/after comparison in one run.
+#   --only: run only these of veth, wg-tun, wireguard-go, wg-tun-old.
 # Per repetition and configuration (fresh namespaces and daemons each time; the
 # order of configurations rotates per repetition so none always runs first):
 #   iperf3 TCP -P 1 (daemon CPU sampled from /proc/PID/stat), TCP -P 4,
@@ -18,22 +22,42 @@
 #   daemon's peak resident memory (VmHWM) over the four.
 # Every iperf3/ping run has a time limit and an outer timeout.
 set -u
-usage() { echo "usage: $0 BIN_DIR [--reps N] [--seconds S]" >&2; exit 2; }
+usage() { echo "usage: $0 BIN_DIR [--reps N] [--seconds S] [--old OLD_BIN_DIR] [--only CONFIG,...]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 BIN_SRC=$(cd "$1" 2>/dev/null && pwd) || { echo "no such BIN_DIR: $1" >&2; exit 2; }
 shift
 REPS=3
 SECS=5
+OLD_SRC=
+ONLY=
 while [ $# -gt 0 ]; do
   case $1 in
     --reps) REPS=${2:-}; shift 2 || usage ;;
     --seconds) SECS=${2:-}; shift 2 || usage ;;
+    --old) OLD_SRC=${2:-}; shift 2 || usage ;;
+    --only) ONLY=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
 [[ $REPS =~ ^[1-9][0-9]*$ && $REPS -le 50 ]] || { echo "--reps: 1..50" >&2; exit 2; }
 [[ $SECS =~ ^[1-9][0-9]*$ && $SECS -le 120 ]] || { echo "--seconds: 1..120" >&2; exit 2; }
 [ -x "$BIN_SRC/wg-tun" ] || { echo "$BIN_SRC/wg-tun missing (cmake --build build --target wg-tun)" >&2; exit 2; }
+if [ -n "$OLD_SRC" ]; then
+  OLD_SRC=$(cd "$OLD_SRC" 2>/dev/null && pwd) && [ -x "$OLD_SRC/wg-tun" ] ||
+    { echo "--old: no wg-tun in $OLD_SRC" >&2; exit 2; }
+fi
+CONFIGS=(veth wg-tun wireguard-go)
+[ -n "$OLD_SRC" ] && CONFIGS+=(wg-tun-old)
+if [ -n "$ONLY" ]; then
+  IFS=, read -r -a CONFIGS <<<"$ONLY"
+  for c in "${CONFIGS[@]}"; do
+    case $c in
+      veth | wg-tun | wireguard-go) ;;
+      wg-tun-old) [ -n "$OLD_SRC" ] || { echo "--only wg-tun-old needs --old" >&2; exit 2; } ;;
+      *) echo "--only: unknown configuration $c" >&2; exit 2 ;;
+    esac
+  done
+fi
 
 RUN_ID=${RUN_ID:-b$$}
 umask 077 # private keys and logs
@@ -57,6 +81,13 @@ mkdir -p "$TMP/bin"
 cp -p "$BIN_SRC/wg-tun" "$TMP/bin/wg-tun"
 BUILT=$(date -u -r "$TMP/bin/wg-tun" '+%Y-%m-%d %H:%M:%S UTC')
 WGNET_BIN="$TMP/bin"
+OLD_SHA=-
+if [ -n "$OLD_SRC" ]; then
+  mkdir -p "$TMP/old"
+  cp -p "$OLD_SRC/wg-tun" "$TMP/old/wg-tun"
+  WGNET_OLD_BIN="$TMP/old"
+  OLD_SHA=$(sha256sum "$WGNET_OLD_BIN/wg-tun" | cut -c1-12)
+fi
 RESULTS="$TMP/results.tsv" # config <tab> metric <tab> value, one line per measurement
 : >"$RESULTS"
 CLK_TCK=$(getconf CLK_TCK)
@@ -190,14 +221,13 @@ run_config() { # CONFIG
   sleep 1
 }
 
-CONFIGS=(veth wg-tun wireguard-go)
 START=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg) # other work on the machine skews every number
 log "netns throughput: $REPS repetition(s) of $SECS s, prefix $PREFIX"
 for rep in $(seq "$REPS"); do
   log "=== repetition $rep/$REPS ==="
-  for i in 0 1 2; do
-    run_config "${CONFIGS[$(((i + rep - 1) % 3))]}"
+  for i in "${!CONFIGS[@]}"; do
+    run_config "${CONFIGS[$(((i + rep - 1) % ${#CONFIGS[@]}))]}"
   done
 done
 
@@ -206,17 +236,18 @@ python3 - "$RESULTS" "$START" "$REPS" "$SECS" "$TUN_MTU" \
   "$(uname -r)" "$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)" "$(nproc)" \
   "$(sha256sum "$WGNET_BIN/wg-tun" | cut -c1-12)" "$BUILT" \
   "$(dpkg-query -W -f '${Version}' wireguard-go 2>/dev/null || echo '?')" \
-  "$(iperf3 --version | head -1 | awk '{print $2}')" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+  "$(iperf3 --version | head -1 | awk '{print $2}')" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" "$OLD_SHA" <<'PY'
 import statistics, sys
 from collections import defaultdict
 (path, start, reps, secs, mtu, kernel, cpu, nproc, sha, built, wggo, iperfv,
- load0, load1) = sys.argv[1:15]
+ load0, load1, old_sha) = sys.argv[1:16]
 vals = defaultdict(list)
 for line in open(path):
     cfg, metric, v = line.rstrip("\n").split("\t")
     vals[(cfg, metric)].append(float(v))
+ran = {c for c, _ in vals}  # before the derived values below add empty entries
 # Derived per repetition: daemons' CPU (both sides) per Gbit/s of single-stream TCP.
-for cfg in ("wg-tun", "wireguard-go"):
+for cfg in ("wg-tun", "wireguard-go", "wg-tun-old"):
     t, a, b = vals[(cfg, "tcp1")], vals[(cfg, "cpu_tx")], vals[(cfg, "cpu_rx")]
     if len(t) == len(a) == len(b):
         vals[(cfg, "cpu_per_gbps")] = [(x + y) / g for x, y, g in zip(a, b, t) if g > 0]
@@ -246,11 +277,13 @@ print(f"load average before: {load0} · after: {load1}")
 print()
 print("| metric | veth | wg-tun | wireguard-go | wg-tun / wireguard-go | wg-tun / veth |")
 print("|---|---:|---:|---:|---:|---:|")
-def cell(v, fmt):
+def cell(v, fmt, cfg=None):
+    if cfg is not None and cfg not in ran:
+        return "not run"
     return "fail" if v is None else fmt % v
 for metric, label, kind, fmt in rows:
     v, w, g = (med(c, metric) for c in ("veth", "wg-tun", "wireguard-go"))
-    vcell = "n/a" if kind == "cpu" else cell(v, fmt)
+    vcell = "n/a" if kind == "cpu" else cell(v, fmt, "veth")
     ratio = pct = "—"
     if kind in ("tput", "lat", "cpu") and w is not None and g:
         ratio = "%.2f×" % (w / g)
@@ -258,12 +291,22 @@ for metric, label, kind, fmt in rows:
         pct = "%.1f %%" % (100 * w / v)
     if kind == "lat" and w is not None and v:
         pct = "%.2f×" % (w / v)
-    print(f"| {label} | {vcell} | {cell(w, fmt)} | {cell(g, fmt)} | {ratio} | {pct} |")
+    print(f"| {label} | {vcell} | {cell(w, fmt, 'wg-tun')} | {cell(g, fmt, 'wireguard-go')} | {ratio} | {pct} |")
 print()
+if "wg-tun-old" in ran:
+    print(f"before/after: wg-tun-old sha256 {old_sha}…, interleaved with wg-tun in every repetition")
+    print()
+    print("| metric | wg-tun | wg-tun-old | wg-tun / wg-tun-old |")
+    print("|---|---:|---:|---:|")
+    for metric, label, kind, fmt in rows:
+        w, o = med("wg-tun", metric), med("wg-tun-old", metric)
+        ratio = "%.3f×" % (w / o) if w is not None and o else "—"
+        print(f"| {label} | {cell(w, fmt)} | {cell(o, fmt)} | {ratio} |")
+    print()
 print("per repetition (in run order):")
 for metric, label, kind, fmt in rows:
     parts = []
-    for c in ("veth", "wg-tun", "wireguard-go"):
+    for c in ("veth", "wg-tun", "wireguard-go", "wg-tun-old"):
         v = vals.get((c, metric))
         if v:
             parts.append(f"{c} " + " ".join(fmt % x for x in v))

@@ -124,6 +124,7 @@ start_impl() {
   shift 3
   case $impl in
     wg-tun) bin="$WGNET_BIN/wg-tun" ;;
+    wg-tun-old) bin="$WGNET_OLD_BIN/wg-tun" ;;  # an earlier build, for before/after runs
     wireguard-go) bin=wireguard-go ;;
   esac
   # shellcheck disable=SC2086  # IMPL_ENV is a list of words

@@ -805,7 +805,7 @@ TEST_CASE("tun: the core over a real TUN survives read faults and does not spin 
     send_udp("datagram 40");
     // Retried, not given up: nine failing reads come (within 10 s, a bound on a wait of
     // about 0.13 s). Not spun on: the waits between them double from 1 ms (Device::
-    // pause_after_error), so the ninth comes at least 32 ms after the eighth (64 ms when
+    // keep_reading_after), so the ninth comes at least 32 ms after the eighth (64 ms when
     // the first failure is the first after the good read; a sleep is never shorter, so
     // load cannot break this, and a spinning reader has microseconds there).
     std::vector<std::chrono::steady_clock::time_point> fails;
