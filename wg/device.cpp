@@ -395,7 +395,7 @@ void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initi
 }
 
 void Device::handshake_completed(Peer& p, const char* role) {
-  p.record_handshake();
+  p.record_handshake(wall_now());
   stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
   log::event("{}: handshake completed ({})", p, role);
 }

@@ -50,6 +50,12 @@ struct DeviceOptions {
   // handshake retry timers, cookies, handshake load. Empty: Clock::now. A test may give a
   // clock it moves by hand and call Device::clock_moved() after each move.
   std::function<TimePoint()> clock;
+  // The wall clock of what leaves the device or is reported: initiations' TAI64N
+  // timestamps (a responder takes only a later one from a peer) and the times of the last
+  // handshake and of the first unanswered initiation. Empty: system_clock::now. A test on
+  // a moved `clock` moves this one with it, so that handshakes far apart in device time
+  // carry timestamps as far apart.
+  std::function<std::chrono::system_clock::time_point()> wall_clock;
 };
 
 struct DeviceStats {
@@ -117,6 +123,9 @@ public:
   const DeviceStats& stats() const { return stats_; }
   // The device's time (DeviceOptions::clock).
   TimePoint now() const { return clock_ ? clock_() : Clock::now(); }
+  std::chrono::system_clock::time_point wall_now() const {
+    return options_.wall_clock ? options_.wall_clock() : std::chrono::system_clock::now();
+  }
   // After DeviceOptions::clock moved: the timer thread runs its timers for the new time
   // before this returns (an initiation is then with the bind; a keepalive, like any
   // transport packet, may still be in the sending pipeline). The thread sleeps by the real

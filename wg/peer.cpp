@@ -7,9 +7,8 @@
 namespace wg {
 namespace {
 
-int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+int64_t ns_since_epoch(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace
@@ -99,14 +98,14 @@ void Peer::zero_keys() {
   handshake_.clear();
 }
 
-void Peer::record_handshake() {
-  stats_.last_handshake_ns.store(wall_ns());
+void Peer::record_handshake(std::chrono::system_clock::time_point at) {
+  stats_.last_handshake_ns.store(ns_since_epoch(at));
   stats_.unanswered_since_ns.store(0);
 }
 
-void Peer::record_initiation() {
+void Peer::record_initiation(std::chrono::system_clock::time_point at) {
   int64_t none = 0;
-  stats_.unanswered_since_ns.compare_exchange_strong(none, wall_ns());
+  stats_.unanswered_since_ns.compare_exchange_strong(none, ns_since_epoch(at));
 }
 
 // --- staging ---

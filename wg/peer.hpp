@@ -91,10 +91,10 @@ private:
   void expire_current_keypairs();
   // Every session and the handshake wiped (REJECT_AFTER_TIME * 3, removal, give-up).
   void zero_keys();
-  // A completed handshake, for wg show and the health checks (wall clock).
-  void record_handshake();
-  // An initiation sent: starts the "unanswered since" clock if it is not running.
-  void record_initiation();
+  // A completed handshake at wall-clock time `at`, for wg show and the health checks.
+  void record_handshake(std::chrono::system_clock::time_point at);
+  // An initiation sent at `at`: starts the "unanswered since" clock if it is not running.
+  void record_initiation(std::chrono::system_clock::time_point at);
 
   // --- staging (send_mu_): packets that wait for a session, in order ---
   // Appends n packets; their buffers become the peer's. A full queue drops its own

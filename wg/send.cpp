@@ -204,7 +204,7 @@ void Device::send_initiation(Peer& p, bool retry) {
     if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
     uint32_t idx = index_table_.new_index(p.shared_from_this());
     if (!noise::create_initiation(p.handshake_, *id, crypto::generate_private_key(),
-                                  noise::tai64n(std::chrono::system_clock::now()), idx, msg)) {
+                                  noise::tai64n(wall_now()), idx, msg)) {
       index_table_.remove(idx);
       p.handshake_.clear();
       return;
@@ -216,7 +216,7 @@ void Device::send_initiation(Peer& p, bool retry) {
   // it would resend an initiation that was already answered.
   p.with_timers([&](Timers& t) { on_initiation_sent(t, retry, now); });
   p.stats_.tx_bytes.fetch_add(sizeof msg, std::memory_order_relaxed);
-  p.record_initiation();
+  p.record_initiation(wall_now());
   std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);
   send_to_peer(p, std::span(&d, 1));
   poke_timers(p);

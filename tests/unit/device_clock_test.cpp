@@ -70,17 +70,18 @@ bool eventually(F f) {
   return f();
 }
 
-// An initiation's TAI64N timestamp is wall-clock time in steps of 2^24 ns (as the kernel
-// sends it), which the device's clock does not move; a responder takes a second
-// initiation only with a later timestamp. The one real wait of these tests: into the next
-// step.
-void next_timestamp() { std::this_thread::sleep_for(20ms); }
-
 // The pair on a clock of its own, every datagram seen by the Wire.
 struct Pair {
   FakeClock clock;
   Wire wire;
-  wgtest::DevicePair pair{DeviceOptions{.clock = [this] { return clock.now(); }}};
+  // The wall clock moves with the device clock: an initiation's TAI64N timestamp (wall
+  // time in steps of 2^24 ns, as the kernel sends it) must be later than the last one a
+  // responder took, and these tests move time by seconds between handshakes.
+  const std::chrono::system_clock::time_point wall_base = std::chrono::system_clock::now();
+  wgtest::DevicePair pair{DeviceOptions{
+      .clock = [this] { return clock.now(); },
+      .wall_clock = [this] { return wall_base + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                                    clock.elapsed()); }}};
   wgtest::DeviceNode& a = pair.a;
   wgtest::DeviceNode& b = pair.b;
   PeerPtr a_to_b = pair.a_to_b, b_to_a = pair.b_to_a;
@@ -148,7 +149,6 @@ TEST_CASE("device clock: the initiator re-keys on a send past 120 s into the ses
   pr.a.tun.inject(ip4_packet(1, 2, 0x22));
   REQUIRE(pr.b.tun.take(5s));
   CHECK(pr.wire.count(pr.pa(), MessageType::initiation) == 1);
-  next_timestamp();
   pr.advance(1001ms);
   pr.a.tun.inject(ip4_packet(1, 2, 0x33));
   auto got = pr.b.tun.take(5s);
@@ -171,13 +171,11 @@ TEST_CASE("device clock: keys 180 s old send nothing, the packet waits for a new
   pr.keepalive_from_b();        // (so that neither side re-handshakes on its own)
   pr.wire.cut_from = pr.pb();  // b's answers are lost from here on
   pr.advance(170s);
-  next_timestamp();
   pr.a.tun.inject(ip4_packet(1, 2, 0x44));
   REQUIRE(eventually([&] { return pr.wire.count(pr.pa(), MessageType::initiation) == 2; }));
   REQUIRE(eventually([&] { return pr.wire.count(pr.pb(), MessageType::response) == 2; }));  // and lost
   // The link heals; a's retry gets through and the packet that waited follows.
   pr.wire.cut_from = 0;
-  next_timestamp();
   pr.advance(kRekeyTimeout + kRekeyTimeoutJitterMax);
   auto got = pr.b.tun.take(5s);
   REQUIRE(got);

@@ -62,7 +62,7 @@ TEST_CASE("events: a keepalive received roams but owes no keepalive", "[events]"
   CHECK_FALSE(t.next_deadline());
 }
 
-TEST_CASE("events: data sent then answered: no new handshake; unanswered: one after 15 s", "[events]") {
+TEST_CASE("events: data sent then answered: no new handshake, unanswered: one after 15 s", "[events]") {
   SECTION("answered") {
     auto t = fixed_jitter();
     auto kp = session(true, kStart);
@@ -115,7 +115,7 @@ TEST_CASE("events: the initiator re-keys once, shortly before the responder woul
   }
 }
 
-TEST_CASE("events: an initiation sent retries after 5 s + jitter; a confirmed session stops it", "[events]") {
+TEST_CASE("events: an initiation sent retries after 5 s + jitter, a confirmed session stops it", "[events]") {
   SECTION("unanswered") {
     auto t = fixed_jitter();
     on_initiation_sent(t, false, kStart);
