@@ -280,15 +280,10 @@ size_t StackImpl::read(std::span<const std::span<uint8_t>> bufs, std::span<size_
     ec = std::make_error_code(std::errc::operation_canceled);
     return 0;
   }
-  size_t n = 0;
-  while (n < bufs.size() && !out_q_.empty()) {
-    auto& pkt = out_q_.front();
-    size_t len = std::min(pkt.size(), bufs[n].size() - offset);
-    std::memcpy(bufs[n].data() + offset, pkt.data(), len);
-    sizes[n++] = len;
+  // Emptied packets' storage is kept for the next ones (up to 256).
+  const size_t n = tun::read_from_queue(out_q_, bufs, sizes, offset, [&](auto& pkt) {
     if (out_free_.size() < 256) out_free_.push_back(std::move(pkt));
-    out_q_.pop_front();
-  }
+  });
   ec.clear();
   return n;
 }

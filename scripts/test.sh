@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: every test on the default build (the golden
 # handshake's independent check among them), the unit tests again under ASan+UBSan, the
-# device, seam-fault and UAPI server tests under TSan, and each fuzz target briefly. Each
+# device, device-clock, seam-fault and UAPI server tests under TSan, and each fuzz target briefly. Each
 # ctest run prints how many tests were skipped; with CI=true (.ci/run) a skipped root
 # case, namespace suite or golden check fails the run.
 # Usage: scripts/test.sh [--quick | --fuzz]   (--quick: default build only; --fuzz: only
@@ -42,12 +42,12 @@ sanitizer_stages() {
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest build-asan --output-on-failure -j"$jobs" -L unit
 
-  step "tsan build: device, seam-fault, UAPI server, dialer cancellation, lifetime and several-Stack tests under TSan"
+  step "tsan build: device, device-clock, seam-fault, UAPI server, dialer cancellation, lifetime and several-Stack tests under TSan"
   cmake --preset tsan >/dev/null
   cmake --build build-tsan -j"$jobs" --target wgnet_tests netstack_tests netstack_lifetime_tests netstack_multi_tests
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     run_ctest build-tsan --output-on-failure \
-    -R '^(device|seams|uapi server|netstack cancel|netstack lifetime|netstack multi|dial_order):|^netstack: (async_dial_tcp by name|a dead address|a dial by name|async_dial_udp by name)'
+    -R '^(device|device clock|seams|uapi server|netstack cancel|netstack lifetime|netstack multi|dial_order):|^netstack: (async_dial_tcp by name|a dead address|a dial by name|async_dial_udp by name)'
 }
 
 # Each target from a scratch copy of its seed corpus (the repository's stays as it is),

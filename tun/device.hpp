@@ -3,8 +3,10 @@
 // headroom in front of each packet so the core can encrypt in place.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <system_error>
@@ -40,5 +42,24 @@ public:
   // Unblocks read() and releases the device. Idempotent.
   virtual void close() = 0;
 };
+
+// For devices that queue whole packets (the in-memory device, the netstack): moves up to
+// bufs.size() packets from the front of `q` into a read's buffers as Device::read
+// places them (a packet longer than its buffer is cut), calling `taken(packet)` on each
+// before it leaves the queue. Returns how many. The caller holds q's lock.
+template <class Queue, class Taken>
+size_t read_from_queue(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                       Taken&& taken) {
+  size_t n = 0;
+  for (; n < bufs.size() && !q.empty(); ++n) {
+    auto& p = q.front();
+    const size_t len = std::min(p.size(), bufs[n].size() - offset);
+    std::memcpy(bufs[n].data() + offset, p.data(), len);
+    sizes[n] = len;
+    taken(p);
+    q.pop_front();
+  }
+  return n;
+}
 
 }  // namespace tun

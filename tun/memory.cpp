@@ -14,14 +14,7 @@ size_t MemoryDevice::read(std::span<const std::span<uint8_t>> bufs, std::span<si
     ec = std::make_error_code(std::errc::operation_canceled);
     return 0;
   }
-  size_t n = 0;
-  while (n < bufs.size() && !inbound_.empty()) {
-    auto& p = inbound_.front();
-    size_t len = std::min(p.size(), bufs[n].size() - offset);
-    std::memcpy(bufs[n].data() + offset, p.data(), len);
-    sizes[n++] = len;
-    inbound_.pop_front();
-  }
+  const size_t n = read_from_queue(inbound_, bufs, sizes, offset, [](auto&) {});
   lock.unlock();
   in_cv_.notify_all();  // wake injectors waiting for room
   ec.clear();

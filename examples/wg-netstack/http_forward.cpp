@@ -43,24 +43,12 @@ std::vector<std::string> connection_options(const http::fields& f) {
 // credentials.
 void copy_end_to_end(const http::fields& from, http::fields& to) {
   const auto listed = connection_options(from);
+  using F = http::field;
+  static constexpr F kNotCopied[] = {F::connection,        F::keep_alive, F::proxy_connection, F::proxy_authorization,
+                                     F::proxy_authenticate, F::te,         F::trailer,          F::transfer_encoding,
+                                     F::upgrade,            F::content_length, F::host,         F::expect};
   for (const auto& f : from) {
-    switch (f.name()) {
-      case http::field::connection:
-      case http::field::keep_alive:
-      case http::field::proxy_connection:
-      case http::field::proxy_authorization:
-      case http::field::proxy_authenticate:
-      case http::field::te:
-      case http::field::trailer:
-      case http::field::transfer_encoding:
-      case http::field::upgrade:
-      case http::field::content_length:
-      case http::field::host:
-      case http::field::expect:
-        continue;
-      default:
-        break;
-    }
+    if (std::find(std::begin(kNotCopied), std::end(kNotCopied), f.name()) != std::end(kNotCopied)) continue;
     std::string_view name(f.name_string().data(), f.name_string().size());
     if (std::any_of(listed.begin(), listed.end(), [&](const std::string& o) { return wg::ascii_iequals(o, name); }))
       continue;
