@@ -45,6 +45,24 @@ awaitable<void> forward_tcp(Context& ctx, std::shared_ptr<tcp::acceptor> acc, Fo
   }
 }
 
+// The replies of one UDP flow, back to where its datagrams came from, for as long as the
+// flow lives (it holds no reference to the flow while it waits): `receive(flow, buffer)`
+// starts a receive on the flow (asio::deferred), `reply(bytes)` sends what came back.
+template <class Flow, class Receive, class Reply>
+awaitable<void> relay_replies(std::weak_ptr<Flow> flow, Receive receive, Reply reply) {
+  std::vector<uint8_t> rbuf(65535);
+  for (;;) {
+    auto f = flow.lock();
+    if (!f) co_return;
+    auto op = receive(*f, asio::buffer(rbuf));
+    f.reset();  // do not keep the flow alive while waiting
+    auto [e, m] = co_await std::move(op)(kTry);
+    if (e) co_return;
+    if (auto f2 = flow.lock()) f2->last = std::chrono::steady_clock::now();
+    co_await reply(asio::buffer(rbuf.data(), m));
+  }
+}
+
 struct UdpFlow {
   netstack::UdpSocket tunnel;
   std::chrono::steady_clock::time_point last;
@@ -79,20 +97,14 @@ awaitable<void> forward_udp(Context& ctx, std::shared_ptr<udp::socket> sock, For
       }
       flow = std::make_shared<UdpFlow>(UdpFlow{std::move(t), now});
       // Replies from the tunnel go back to this client.
-      asio::co_spawn(sock->get_executor(), [flow = std::weak_ptr<UdpFlow>(flow), sock, from]() -> awaitable<void> {
-        std::vector<uint8_t> rbuf(65535);
-        for (;;) {
-          auto f = flow.lock();
-          if (!f) co_return;
-          netstack::Endpoint src;
-          auto op = f->tunnel.async_receive_from(asio::buffer(rbuf), src, asio::deferred);
-          f.reset();  // do not keep the flow alive while waiting
-          auto [e, m] = co_await std::move(op)(kTry);
-          if (e) co_return;
-          if (auto f2 = flow.lock()) f2->last = std::chrono::steady_clock::now();
-          co_await sock->async_send_to(asio::buffer(rbuf.data(), m), from, kTry);
-        }
-      }, asio::detached);
+      asio::co_spawn(sock->get_executor(),
+                     relay_replies(
+                         std::weak_ptr<UdpFlow>(flow),
+                         [src = netstack::Endpoint{}](UdpFlow& f, asio::mutable_buffer b) mutable {
+                           return f.tunnel.async_receive_from(b, src, asio::deferred);
+                         },
+                         [sock, from](asio::const_buffer b) { return sock->async_send_to(b, from, kTry); }),
+                     asio::detached);
     }
     flow->last = now;
     ctx.metrics.udp_datagrams.fetch_add(1);
@@ -156,19 +168,12 @@ awaitable<void> reverse_udp(Context& ctx, std::shared_ptr<netstack::UdpSocket> t
         flows.erase(key);
         continue;
       }
-      asio::co_spawn(ctx.stack.get_executor(), [flow = std::weak_ptr<Flow>(flow), t, from]() -> awaitable<void> {
-        std::vector<uint8_t> rbuf(65535);
-        for (;;) {
-          auto f = flow.lock();
-          if (!f) co_return;
-          auto op = f->sock.async_receive(asio::buffer(rbuf), asio::deferred);
-          f.reset();
-          auto [e, m] = co_await std::move(op)(kTry);
-          if (e) co_return;
-          if (auto f2 = flow.lock()) f2->last = std::chrono::steady_clock::now();
-          co_await t->async_send_to(asio::buffer(rbuf.data(), m), from, kTry);
-        }
-      }, asio::detached);
+      asio::co_spawn(ctx.stack.get_executor(),
+                     relay_replies(
+                         std::weak_ptr<Flow>(flow),
+                         [](Flow& f, asio::mutable_buffer b) { return f.sock.async_receive(b, asio::deferred); },
+                         [t, from](asio::const_buffer b) { return t->async_send_to(b, from, kTry); }),
+                     asio::detached);
     }
     flow->last = now;
     co_await flow->sock.async_send(asio::buffer(buf.data(), n), kTry);

@@ -13,6 +13,7 @@
 #   │   health 127.0.0.1:9090       │              │   TCP :9 closed                  │
 #   │   --forward tcp :18000, udp :17007          │                                  │
 #   │   --reverse 198.19.0.1:8080 → 127.0.0.1:18080 (local HTTP server)              │
+#   │   --reverse udp 198.19.0.1:7070 → :17070 (local UDP echo)                      │
 #   │ veth 198.18.0.1/24            │ <───veth───> │ veth 198.18.0.2/24               │
 #   └───────────────────────────────┘              └──────────────────────────────────┘
 #
@@ -236,8 +237,9 @@ setup() {
     wait_listen "$NS_B" tcp 198.19.0.2:8001 &&
     wait_listen "$NS_B" udp 198.19.0.2:53 && wait_listen "$NS_B" udp "*:7007" || return 1
 
-  # A: a local HTTP server for --reverse, and wg-netstack.
+  # A: a local HTTP server and a local UDP echo for --reverse, and wg-netstack.
   bg "$NS_A" http-local python3 -m http.server --bind 127.0.0.1 --directory "$TMP/local" 18080
+  bg "$NS_A" udp-echo-local python3 "$TMP/udp_echo.py" 17070
   # B's AllowedIPs: one IPv4 address (198.19.0.99 stays outside, "host unreachable"), and
   # the whole IPv6 tunnel prefix, which covers wg-netstack's own fd00:19::1 too.
   cat >"$TMP/a.conf" <<CONF
@@ -256,9 +258,9 @@ CONF
   bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" --log-level verbose \
     --socks5 "$SOCKS" --http "$HTTP_PROXY_ADDR" --health "$HEALTH" --handshake-timeout "$HANDSHAKE_TIMEOUT" \
     --forward tcp:127.0.0.1:18000=web.test:8000 --forward udp:127.0.0.1:17007=198.19.0.2:7007 \
-    --reverse tcp:198.19.0.1:8080=127.0.0.1:18080
+    --reverse tcp:198.19.0.1:8080=127.0.0.1:18080 --reverse udp:198.19.0.1:7070=127.0.0.1:17070
   NETSTACK_PID=${PIDS[-1]}
-  wait_listen "$NS_A" tcp 127.0.0.1:18080 && wait_listen "$NS_A" tcp "$SOCKS" &&
+  wait_listen "$NS_A" tcp 127.0.0.1:18080 && wait_listen "$NS_A" udp "*:17070" && wait_listen "$NS_A" tcp "$SOCKS" &&
     wait_listen "$NS_A" tcp "$HEALTH" && wait_listen "$NS_A" udp 127.0.0.1:17007 || return 1
 }
 
@@ -349,6 +351,8 @@ run_checks() {
   body=$(nb curl -sS --max-time 30 http://198.19.0.1:8080/local.txt)
   check "--reverse tcp: B fetches 198.19.0.1:8080 → A's 127.0.0.1:18080 ($body)" \
     test "$body" = "hello from A's loopback"
+  out=$(nb timeout 20 python3 "$TMP/udp_client.py" 198.19.0.1 7070 "udp via reverse")
+  check "--reverse udp: B sends to 198.19.0.1:7070 → A's 127.0.0.1:17070 and back ($out)" test "$out" = "udp via reverse"
   body=$(na curl -sS --max-time 30 -p -x "http://$HTTP_PROXY_ADDR" http://web.test:8000/index.html)
   check "--http: CONNECT proxy fetches web.test ($body)" test "$body" = "hello from B over wireguard-go"
   body=$(na curl -sS --max-time 30 -p -x "http://$HTTP_PROXY_ADDR" "http://[fd00:19::2]:8000/index.html")
