@@ -28,8 +28,16 @@ bool parse_uint(std::string_view s, T& out) {
 // terminal escapes from a hostile client), at most 64 of them.
 std::string printable(std::string_view s) {
   constexpr size_t kMax = 64;
+  std::string out = escaped(s.substr(0, kMax));
+  if (s.size() > kMax) out += "...";
+  return out;
+}
+
+}  // namespace
+
+std::string escaped(std::string_view s) {
   std::string out;
-  for (unsigned char c : s.substr(0, kMax)) {
+  for (unsigned char c : s) {
     if (c >= 0x20 && c < 0x7f) {
       out.push_back(static_cast<char>(c));
     } else {
@@ -38,9 +46,10 @@ std::string printable(std::string_view s) {
       out += hex;
     }
   }
-  if (s.size() > kMax) out += "...";
   return out;
 }
+
+namespace {
 
 struct SetError {
   int code;

@@ -32,6 +32,9 @@ bool get(Device& dev, const std::function<bool(std::string_view)>& sink);
 // wireguard-go. `error` (if given) receives a one-line reason, never key material.
 int set(Device& dev, std::string_view lines, std::string* error = nullptr);
 
+// A client's bytes as a reason quotes them: bytes outside printable ASCII as \xNN.
+std::string escaped(std::string_view s);
+
 // Limits of the UAPI server. A line longer than kMaxLine or a `set=1` request larger than
 // kMaxRequest is answered kErrorIo (what wireguard-go answers for a line its scanner
 // cannot hold) and ends the connection: the rest of it cannot be told apart from junk.

@@ -13,7 +13,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -83,22 +82,6 @@ void check_roundtrip(Node& a) {
   if (wg::uapi::get(b.dev) != got) __builtin_trap();
 }
 
-// A line as a reason quotes it: bytes outside printable ASCII as \xNN (uapi.cpp's
-// printable), whose hex digits can join the digits around them.
-std::string escaped(std::string_view line) {
-  std::string out;
-  for (unsigned char c : line) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
-}
-
 // No private or preshared key value (16 or more hex digits) appears in `reason` unless
 // the request also holds it on another line, as a reason would quote that line: the
 // reasons' own words have no such run of digits, so one there was quoted from a line.
@@ -114,7 +97,7 @@ void check_no_secret(std::string_view request, const std::string& reason) {
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
     if (line.starts_with("private_key=")) secrets.push_back(line.substr(12));
     else if (line.starts_with("preshared_key=")) secrets.push_back(line.substr(14));
-    else (rest += escaped(line)) += '\n';
+    else (rest += wg::uapi::escaped(line)) += '\n';
   }
   for (auto s : secrets)
     if (s.size() >= 16 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos &&
