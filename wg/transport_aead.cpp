@@ -1,93 +1,210 @@
-// Transport AEAD over OpenSSL's EVP ChaCha20-Poly1305, one context per thread and
-// direction. A context keeps the last key it was given: a packet under the same key (the
-// common case, a session's packets in a row) sets only the nonce, which spares OpenSSL's
-// key set-up and a round of its parameter handling per packet.
+// Transport AEAD: ChaCha20-Poly1305 (RFC 8439) put together from OpenSSL's two
+// primitives, the raw ChaCha20 stream and the Poly1305 MAC of its default provider,
+// called through the provider's dispatch tables (public API: OSSL_PROVIDER_query_operation),
+// one pair of contexts per thread and direction.
+//
+// Why not OpenSSL's own ChaCha20-Poly1305 through EVP, which this file used until
+// 2026-12-03: in OpenSSL 3.0 every EVP call goes through the parameter API (the nonce's
+// length, the tag, the MAC's size are looked up by name, with strcmp, on every packet),
+// and the AEAD's fixed cost was about 650 ns per packet on this machine, 1.6 us at 1420
+// bytes and 0.8 us at 64. The same primitives called directly cost about 0.2 us fixed,
+// 1.0 us at 1420 bytes (tests/bench/crypto_bench.cpp, BM_aead_*_transport against
+// BM_aead_*_openssl). Same bytes: the unit tests compare every size with libsodium's AEAD.
+//
+//   seal: keystream block 0 -> one-time Poly1305 key; encrypt from block 1 on;
+//         tag = Poly1305(ad || pad16 || ciphertext || pad16 || le64 |ad| || le64 |ct|)
+//   open: the same tag over the received ciphertext, compared in constant time; the
+//         plaintext is written only when it matches.
+//
+// Without the default provider's ChaCha20 and Poly1305 (an OpenSSL configured otherwise),
+// every call goes to libsodium's AEAD (crypto.hpp) instead: slower, same bytes.
+//
+// A context keeps the last key it was given: a packet under the same key (a session's
+// packets in a row) sets only the nonce.
 #include "wg/transport_aead.hpp"
 
+#include <openssl/core_dispatch.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
+#include <openssl/provider.h>
 
 #include <algorithm>
 #include <climits>
-#include <stdexcept>
+#include <cstring>
+#include <string_view>
 
 namespace wg::transport {
 namespace {
 
-struct Ctx {
-  EVP_CIPHER_CTX* ctx;
-  const int enc;
-  uint8_t key[kKeyLen];  // the key ctx holds, valid when keyed
-  bool keyed = false;
-  explicit Ctx(int e) : ctx(EVP_CIPHER_CTX_new()), enc(e) {
-    if (!ctx || EVP_CipherInit_ex(ctx, EVP_chacha20_poly1305(), nullptr, nullptr, nullptr, enc) != 1)
-      throw std::runtime_error("OpenSSL: cannot create a ChaCha20-Poly1305 context");
+constexpr size_t kBlock = 64;       // ChaCha20 block
+constexpr size_t kPolyKeyLen = 32;  // the first half of block 0
+constexpr size_t kIvLen = 16;       // OpenSSL's ChaCha20 IV: le32 block counter || 12-byte nonce
+constexpr uint8_t kZeros[kBlock] = {};
+
+// `names` is a provider's colon-separated list of one algorithm's names.
+bool names_include(const char* names, std::string_view want) {
+  std::string_view rest(names);
+  while (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    if (rest.substr(0, colon) == want) return true;
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
   }
+  return false;
+}
+
+// The default provider's ChaCha20 and Poly1305 functions; ok once all were found.
+struct Provider {
+  OSSL_PROVIDER* prov = OSSL_PROVIDER_load(nullptr, "default");
+  void* provctx = nullptr;
+  OSSL_FUNC_cipher_newctx_fn* cipher_new = nullptr;
+  OSSL_FUNC_cipher_freectx_fn* cipher_free = nullptr;
+  OSSL_FUNC_cipher_encrypt_init_fn* cipher_init = nullptr;
+  OSSL_FUNC_cipher_update_fn* cipher_update = nullptr;
+  OSSL_FUNC_mac_newctx_fn* mac_new = nullptr;
+  OSSL_FUNC_mac_freectx_fn* mac_free = nullptr;
+  OSSL_FUNC_mac_init_fn* mac_init = nullptr;
+  OSSL_FUNC_mac_update_fn* mac_update = nullptr;
+  OSSL_FUNC_mac_final_fn* mac_final = nullptr;
+  bool ok = false;
+
+  Provider() {
+    if (!prov) return;
+    provctx = OSSL_PROVIDER_get0_provider_ctx(prov);
+    for (const OSSL_DISPATCH* f = find(OSSL_OP_CIPHER, "ChaCha20"); f && f->function_id; ++f) {
+      switch (f->function_id) {
+        case OSSL_FUNC_CIPHER_NEWCTX: cipher_new = OSSL_FUNC_cipher_newctx(f); break;
+        case OSSL_FUNC_CIPHER_FREECTX: cipher_free = OSSL_FUNC_cipher_freectx(f); break;
+        case OSSL_FUNC_CIPHER_ENCRYPT_INIT: cipher_init = OSSL_FUNC_cipher_encrypt_init(f); break;
+        case OSSL_FUNC_CIPHER_UPDATE: cipher_update = OSSL_FUNC_cipher_update(f); break;
+        default: break;
+      }
+    }
+    for (const OSSL_DISPATCH* f = find(OSSL_OP_MAC, "POLY1305"); f && f->function_id; ++f) {
+      switch (f->function_id) {
+        case OSSL_FUNC_MAC_NEWCTX: mac_new = OSSL_FUNC_mac_newctx(f); break;
+        case OSSL_FUNC_MAC_FREECTX: mac_free = OSSL_FUNC_mac_freectx(f); break;
+        case OSSL_FUNC_MAC_INIT: mac_init = OSSL_FUNC_mac_init(f); break;
+        case OSSL_FUNC_MAC_UPDATE: mac_update = OSSL_FUNC_mac_update(f); break;
+        case OSSL_FUNC_MAC_FINAL: mac_final = OSSL_FUNC_mac_final(f); break;
+        default: break;
+      }
+    }
+    ok = provctx && cipher_new && cipher_free && cipher_init && cipher_update && mac_new && mac_free && mac_init &&
+         mac_update && mac_final;
+  }
+
+  // The implementation of `name` for operation `op`; its table stays valid while the
+  // provider is loaded (it is never unloaded: see provider()).
+  const OSSL_DISPATCH* find(int op, std::string_view name) const {
+    int no_cache = 0;
+    const OSSL_ALGORITHM* algs = OSSL_PROVIDER_query_operation(prov, op, &no_cache);
+    const OSSL_DISPATCH* found = nullptr;
+    for (const OSSL_ALGORITHM* a = algs; a && a->algorithm_names && !found; ++a)
+      if (names_include(a->algorithm_names, name)) found = a->implementation;
+    if (algs) OSSL_PROVIDER_unquery_operation(prov, op, algs);
+    return found;
+  }
+};
+
+// Loaded once and kept for the life of the process: contexts of threads that outlive
+// static destruction may still use it.
+const Provider& provider() {
+  static const Provider* p = new Provider();
+  return *p;
+}
+
+struct Ctx {
+  const Provider& p = provider();
+  void* stream = p.ok ? p.cipher_new(p.provctx) : nullptr;
+  void* mac = p.ok ? p.mac_new(p.provctx) : nullptr;
+  uint8_t key[kKeyLen];  // the key `stream` holds, valid when keyed
+  bool keyed = false;
+
+  Ctx() = default;
   ~Ctx() {
     OPENSSL_cleanse(key, sizeof key);
-    EVP_CIPHER_CTX_free(ctx);  // frees and cleanses the key schedule
+    if (mac) p.mac_free(mac);        // the provider cleanses the MAC's state
+    if (stream) p.cipher_free(stream);  // and the key
   }
   Ctx(const Ctx&) = delete;
   Ctx& operator=(const Ctx&) = delete;
 
-  // Ready for one message under k and iv: the key is set only when it changed (compared
-  // in constant time, it is a secret). Setting the nonce alone resets the cipher's state.
-  bool start(const uint8_t k[kKeyLen], const uint8_t iv[12]) {
-    if (keyed && CRYPTO_memcmp(key, k, kKeyLen) == 0)
-      return EVP_CipherInit_ex(ctx, nullptr, nullptr, nullptr, iv, enc) == 1;
+  bool usable() const { return stream && mac; }
+
+  // Ready for one message under k and counter: the stream at block 0 of the message's
+  // nonce (4 zero bytes || le64 counter), whose keystream then keys the MAC, leaving the
+  // stream at block 1. The key is set only when it changed (compared in constant time:
+  // it is a secret).
+  bool start(const uint8_t k[kKeyLen], uint64_t counter) {
+    uint8_t iv[kIvLen] = {};
+    for (int i = 0; i < 8; ++i) iv[8 + i] = static_cast<uint8_t>(counter >> (8 * i));
+    const bool same = keyed && CRYPTO_memcmp(key, k, kKeyLen) == 0;
     keyed = false;
-    if (EVP_CipherInit_ex(ctx, nullptr, nullptr, k, iv, enc) != 1) return false;
-    std::copy_n(k, kKeyLen, key);
+    if (p.cipher_init(stream, same ? nullptr : k, same ? 0 : kKeyLen, iv, kIvLen, nullptr) != 1) return false;
+    if (!same) std::copy_n(k, kKeyLen, key);
     keyed = true;
-    return true;
+    uint8_t block[kBlock];
+    size_t len = 0;
+    const bool ok = p.cipher_update(stream, block, &len, kBlock, kZeros, kBlock) == 1 && len == kBlock &&
+                    p.mac_init(mac, block, kPolyKeyLen, nullptr) == 1;
+    OPENSSL_cleanse(block, sizeof block);
+    return ok;
+  }
+
+  // The stream's next n bytes over src into dst (in place when equal).
+  bool crypt(uint8_t* dst, const uint8_t* src, size_t n) {
+    size_t len = 0;
+    return n == 0 || (p.cipher_update(stream, dst, &len, n, src, n) == 1 && len == n);
+  }
+
+  // Poly1305 over ad and the ciphertext as RFC 8439 section 2.8 lays them out.
+  bool tag(uint8_t out[kAeadTagLen], std::span<const uint8_t> ad, const uint8_t* ct, size_t n) {
+    uint8_t tail[2 * 16] = {};  // the ciphertext's padding, then both lengths
+    const size_t pad = (16 - n % 16) % 16;
+    for (int i = 0; i < 8; ++i) {
+      tail[pad + i] = static_cast<uint8_t>(static_cast<uint64_t>(ad.size()) >> (8 * i));
+      tail[pad + 8 + i] = static_cast<uint8_t>(static_cast<uint64_t>(n) >> (8 * i));
+    }
+    size_t out_len = 0;
+    return (ad.empty() || (p.mac_update(mac, ad.data(), ad.size()) == 1 &&
+                           p.mac_update(mac, kZeros, (16 - ad.size() % 16) % 16) == 1)) &&
+           (n == 0 || p.mac_update(mac, ct, n) == 1) && p.mac_update(mac, tail, pad + 16) == 1 &&
+           p.mac_final(mac, out, &out_len, kAeadTagLen) == 1 && out_len == kAeadTagLen;
   }
 };
 
-Ctx& context(int enc) {
-  thread_local Ctx seal_ctx(1), open_ctx(0);
-  return enc ? seal_ctx : open_ctx;
-}
-
-void nonce(uint8_t out[12], uint64_t counter) {
-  for (int i = 0; i < 4; ++i) out[i] = 0;
-  for (int i = 0; i < 8; ++i) out[4 + i] = static_cast<uint8_t>(counter >> (8 * i));
+Ctx& context(bool sealing) {
+  thread_local Ctx seal_ctx, open_ctx;
+  return sealing ? seal_ctx : open_ctx;
 }
 
 }  // namespace
 
 void seal(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<const uint8_t> src,
           std::span<const uint8_t> ad) {
-  Ctx& x = context(1);
-  EVP_CIPHER_CTX* c = x.ctx;
-  uint8_t iv[12];
-  nonce(iv, counter);
-  int len = 0;
-  if (src.size() > INT_MAX || ad.size() > INT_MAX || !x.start(key, iv) ||
-      (!ad.empty() && EVP_CipherUpdate(c, nullptr, &len, ad.data(), static_cast<int>(ad.size())) != 1) ||
-      EVP_CipherUpdate(c, dst, &len, src.data(), static_cast<int>(src.size())) != 1 ||
-      EVP_CipherFinal_ex(c, dst + len, &len) != 1 ||
-      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, kAeadTagLen, dst + src.size()) != 1) {
-    // Cannot happen with valid arguments; fall back rather than send garbage.
+  Ctx& x = context(true);
+  const size_t n = src.size();
+  if (n > INT_MAX || !x.usable() || !x.start(key, counter)) {
     crypto::aead_seal(dst, key, counter, src, ad);
+    return;
+  }
+  if (!x.crypt(dst, src.data(), n) || !x.tag(dst + n, ad, dst, n)) {
+    // Cannot happen with valid arguments. In place, the plaintext may be gone: zeros,
+    // which no receiver authenticates, rather than a packet sealed wrong.
+    if (dst == src.data()) std::memset(dst, 0, n + kAeadTagLen);
+    else crypto::aead_seal(dst, key, counter, src, ad);
   }
 }
 
 bool open(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<const uint8_t> src,
           std::span<const uint8_t> ad) {
-  if (src.size() < kAeadTagLen || src.size() > INT_MAX || ad.size() > INT_MAX) return false;
-  Ctx& x = context(0);
-  EVP_CIPHER_CTX* c = x.ctx;
-  uint8_t iv[12];
-  nonce(iv, counter);
-  size_t n = src.size() - kAeadTagLen;
-  uint8_t tag[kAeadTagLen];
-  std::copy_n(src.data() + n, kAeadTagLen, tag);  // dst may overwrite src
-  int len = 0;
-  return x.start(key, iv) &&
-         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_TAG, kAeadTagLen, tag) == 1 &&
-         (ad.empty() || EVP_CipherUpdate(c, nullptr, &len, ad.data(), static_cast<int>(ad.size())) == 1) &&
-         EVP_CipherUpdate(c, dst, &len, src.data(), static_cast<int>(n)) == 1 &&
-         EVP_CipherFinal_ex(c, dst + len, &len) == 1;
+  if (src.size() < kAeadTagLen || src.size() > INT_MAX) return false;
+  Ctx& x = context(false);
+  if (!x.usable()) return crypto::aead_open(dst, key, counter, src, ad);
+  const size_t n = src.size() - kAeadTagLen;
+  uint8_t expected[kAeadTagLen];
+  return x.start(key, counter) && x.tag(expected, ad, src.data(), n) &&
+         CRYPTO_memcmp(expected, src.data() + n, kAeadTagLen) == 0 && x.crypt(dst, src.data(), n);
 }
 
 }  // namespace wg::transport
