@@ -92,8 +92,11 @@ Gro::Candidate Gro::classify(std::span<const uint8_t> p, GroOptions opts) {
   }
   c.hash = mix(mix(c.kind, d + src_at(c.kind), 2 * addr_len(c.kind)), l4, 4);
   // A merged packet goes out with NEEDS_CSUM, which tells the kernel its checksum is yet
-  // to be computed: a corrupt segment would be delivered as good. Verify first, as GRO does.
-  if (c.mergeable) c.mergeable = checksum(l4, l4_total, l4_pseudo(c.kind, d, l4_total)) == 0xffff;
+  // to be computed: a corrupt segment would be delivered as good. Verify first, as GRO
+  // does, unless the tunnel authenticated the packet (as the kernel's GRO merges what
+  // its WireGuard marked CHECKSUM_UNNECESSARY without looking).
+  if (c.mergeable && !opts.trusted)
+    c.mergeable = checksum(l4, l4_total, l4_pseudo(c.kind, d, l4_total)) == 0xffff;
   if (c.mergeable) c.payload = static_cast<uint16_t>(l4_total - c.l4_len);
   return c;
 }
@@ -148,6 +151,7 @@ bool Gro::try_append(Run& r, uint16_t i, const Candidate& c) {
 void Gro::plan(std::span<const std::span<uint8_t>> bufs, size_t offset, GroOptions opts) {
   bufs_ = bufs.first(std::min(bufs.size(), kGroMaxBatch));
   offset_ = offset;
+  trusted_ = opts.trusted;
   n_writes_ = n_iov_ = n_members_ = n_slots_ = 0;
   size_t n_runs = 0;
   const size_t n = bufs_.size();
@@ -218,7 +222,7 @@ void Gro::emit_plain(uint16_t i) {
   const std::span<uint8_t> b = bufs_[i];
   if (b.size() < offset_ || offset_ < kVirtioNetHdrLen) return;  // iov_count 0: rejected
   uint8_t* start = b.data() + offset_ - kVirtioNetHdrLen;
-  std::memset(start, 0, kVirtioNetHdrLen);  // flags 0, GSO_NONE: a complete packet
+  plain_header(b.subspan(offset_), trusted_).encode(start);  // GSO_NONE: a complete packet
   iov_[n_iov_++] = {start, b.size() - offset_ + kVirtioNetHdrLen};
   w.iov_count = 1;
 }

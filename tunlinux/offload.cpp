@@ -61,6 +61,43 @@ const std::error_category& offload_category() {
 
 std::error_code make_error_code(OffloadError e) { return {static_cast<int>(e), offload_category()}; }
 
+VirtioNetHdr plain_header(std::span<uint8_t> packet, bool trusted) {
+  VirtioNetHdr h;
+  if (!trusted) return h;
+  h.flags = kVirtioNetHdrFDataValid;
+  uint8_t* d = packet.data();
+  const size_t len = packet.size();
+  size_t ip_len;
+  uint8_t proto;
+  size_t at, alen;  // source address and the length of each address
+  if (len >= ip::kIpv4MinLen && (d[0] >> 4) == 4) {
+    ip_len = (d[0] & 0xf) * 4u;
+    if (ip_len < ip::kIpv4MinLen || (ip::load16(d + ip::kIpv4Frag) & ip::kIpv4NotDf)) return h;
+    proto = d[ip::kIpv4Proto];
+    at = ip::kIpv4Src;
+    alen = 4;
+  } else if (len >= ip::kIpv6Len && (d[0] >> 4) == 6) {
+    ip_len = ip::kIpv6Len;
+    proto = d[ip::kIpv6Next];
+    at = ip::kIpv6Src;
+    alen = 16;
+  } else {
+    return h;
+  }
+  const bool tcp = proto == ip::kProtoTcp;
+  if (!tcp && proto != ip::kProtoUdp) return h;
+  if (ip_len + (tcp ? ip::kTcpMinLen : ip::kUdpLen) > len) return h;
+  uint8_t* field = d + ip_len + (tcp ? ip::kTcpCsum : ip::kUdpCsum);
+  if (!tcp && ip::load16(field) == 0) return h;  // no checksum (IPv4): nothing to skip
+  ip::store16(field, pseudo_header_checksum(proto, {d + at, alen}, {d + at + alen, alen},
+                                            static_cast<uint32_t>(len - ip_len)));
+  h.flags = kVirtioNetHdrFNeedsCsum;
+  h.hdr_len = static_cast<uint16_t>(ip_len + (tcp ? ip::kTcpMinLen : ip::kUdpLen));
+  h.csum_start = static_cast<uint16_t>(ip_len);
+  h.csum_offset = static_cast<uint16_t>(tcp ? ip::kTcpCsum : ip::kUdpCsum);
+  return h;
+}
+
 size_t GsoPacket::segment_len(size_t i) const {
   const size_t at = hdr_len + i * gso_size;
   return hdr_len + std::min<size_t>(gso_size, len - at);

@@ -102,15 +102,33 @@ inline constexpr size_t kGroMaxUdpSegments = 64;
 struct GroOptions {
   bool tcp = true;
   bool udp = true;
+  // The packets were authenticated by the tunnel that decrypted them: merge TCP and UDP
+  // without verifying their checksums first, and write plain packets as plain_header()
+  // does with `trusted`.
+  bool trusted = false;
 };
+
+// The virtio-net header of a complete packet about to be written to the TUN.
+//
+// Without `trusted`: flags 0, GSO_NONE; the kernel verifies the packet's checksums.
+// With it (the tunnel authenticated the packet, which the kernel's own WireGuard marks
+// CHECKSUM_UNNECESSARY): a TCP or UDP packet (IPv4 not a fragment, IPv6 without extension
+// headers, its transport header whole, a UDP checksum present) gets NEEDS_CSUM with the
+// pseudo-header sum in its checksum field, which changes the packet: the kernel takes
+// CHECKSUM_PARTIAL as verified on local delivery, and computes the checksum only if it
+// forwards the packet (on an interface without checksum offload). Any other packet gets
+// DATA_VALID, which Linux (6.18) accepts on a TUN write and ignores: it still verifies,
+// as tests/unit/tunlinux_test.cpp shows for both flags.
+VirtioNetHdr plain_header(std::span<uint8_t> packet, bool trusted);
 
 // Plans the writes for one batch of IP packets: which packets merge, the headers of each
 // merged packet, and the gather list (iovec) of every write. Coalesces as the kernel's GRO
 // would accept:
 //   both  same IP version, addresses, protocol, ports; same TTL/hop limit and TOS/traffic
 //         class; IPv4: no options, not a fragment, DF equal, IDs consecutive unless DF;
-//         IPv6: same flow label, no extension headers; valid IP and L4 checksums; a
-//         payload; the coalesced packet at most 64 KB;
+//         IPv6: same flow label, no extension headers; a valid IPv4 header checksum and
+//         (unless GroOptions::trusted) valid L4 checksums; a payload; the coalesced packet
+//         at most 64 KB;
 //   TCP   consecutive sequence numbers, same ACK, window and options; flags ACK, or
 //         ACK|PSH which ends the run; each segment no longer than the first, a shorter
 //         one ends the run;
@@ -122,8 +140,9 @@ struct GroOptions {
 // a merged packet's rewritten headers (IP length and checksum, the pseudo-header sum in
 // the TCP/UDP checksum field with NEEDS_CSUM, PSH from the last segment) and its
 // virtio-net header live in this object, followed by the payloads in place. A plain write
-// is the packet behind a zeroed virtio-net header written into its headroom (so no header
-// state survives from an earlier batch). Not thread-safe; about 20 KB: fine on a stack.
+// is the packet behind plain_header()'s virtio-net header written into its headroom (so
+// no header state survives from an earlier batch; with GroOptions::trusted, a plain TCP or
+// UDP packet's checksum field is the one byte range of a caller's packet that changes). Not thread-safe; about 20 KB: fine on a stack.
 class Gro {
 public:
   struct Write {
@@ -170,6 +189,7 @@ private:
 
   std::span<const std::span<uint8_t>> bufs_;
   size_t offset_ = 0;
+  bool trusted_ = false;
   size_t n_writes_ = 0, n_iov_ = 0, n_members_ = 0, n_slots_ = 0;
   std::array<Candidate, kGroMaxBatch> cand_;
   std::array<Run, kGroMaxBatch> runs_;

@@ -251,6 +251,7 @@ Tun::Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned
       ifindex_(ifindex),
       vnet_hdr_(vnet_hdr),
       offloads_(offloads),
+      csum_trusted_(vnet_hdr && opts.csum),
       nl_fd_(nl_fd),
       close_fd_(close_fd),
       wake_fd_(wake_fd),
@@ -466,7 +467,7 @@ bool Tun::write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) 
   }
   const size_t hdr_len = vnet_hdr_ ? kVirtioNetHdrLen : 0;
   uint8_t* start = buf.data() + offset - hdr_len;
-  std::memset(start, 0, hdr_len);  // flags 0, GSO_NONE: a complete, checksummed packet
+  if (vnet_hdr_) plain_header(buf.subspan(offset), csum_trusted_).encode(start);  // GSO_NONE
   const iovec iov{start, buf.size() - offset + hdr_len};
   const Sent s = send(&iov, 1, ec);
   if (s == Sent::ok) return true;

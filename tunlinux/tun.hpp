@@ -10,6 +10,8 @@
 //                packet each
 //   uso = false  no TUN_F_USO4/USO6 (Linux >= 6.2): the same for UDP_SEGMENT senders
 //   gro = false  write() writes every packet on its own, never coalesced
+//   csum = false write() leaves every checksum for the kernel to verify (with it on,
+//                the writer vouches for what it writes: offload.hpp, plain_header)
 #pragma once
 
 #include <atomic>
@@ -44,6 +46,10 @@ public:
     bool tso = true;  // TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6: read TCP super-packets
     bool uso = true;  // TUN_F_CSUM | TUN_F_USO4 | TUN_F_USO6: read UDP super-packets
     bool gro = true;  // coalesce TCP and UDP flows on write
+    // The packets written were authenticated by the caller (WireGuard's AEAD): the kernel
+    // need not verify their TCP/UDP checksums, nor GRO before merging them (GroOptions::
+    // trusted, plain_header). Only with a virtio-net header.
+    bool csum = true;
     // Packets the kernel may queue for the reader (the interface's txqueuelen, which
     // sizes the TUN's ring; past it the kernel drops and counts tx_dropped). create()
     // raises a smaller queue to this; 0 leaves it alone. The kernel's own WireGuard
@@ -134,9 +140,10 @@ public:
   // The TUNSETOFFLOAD bits the kernel accepted (TUN_F_*, kTunFUso4/6); 0 without a
   // virtio-net header. Never changes.
   unsigned offloads() const { return offloads_; }
-  // Which GRO kinds write() still uses: what Options allowed, less any the kernel refused.
+  // Which GRO kinds write() still uses: what Options allowed, less any the kernel refused;
+  // and whether it writes checksums as trusted (Options::csum, with a virtio-net header).
   GroOptions gro() const {
-    return {tcp_gro_.load(std::memory_order_relaxed), udp_gro_.load(std::memory_order_relaxed)};
+    return {tcp_gro_.load(std::memory_order_relaxed), udp_gro_.load(std::memory_order_relaxed), csum_trusted_};
   }
 
   struct Counters {
@@ -169,7 +176,7 @@ private:
 
   enum class Sent { ok, refused, dropped, failed };  // refused = EINVAL; failed sets ec
   Sent send(const iovec* iov, int count, std::error_code& ec);
-  // One packet behind a zeroed virtio-net header in its headroom.
+  // One packet behind plain_header()'s virtio-net header in its headroom.
   bool write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec);
   // Plans each chunk with Gro and sends its writes; false once ec is set.
   bool write_coalesced(std::span<const std::span<uint8_t>> bufs, size_t offset, GroOptions opts,
@@ -198,6 +205,7 @@ private:
   std::atomic<int> ifindex_;  // in the interface's current namespace; set by the event thread
   const bool vnet_hdr_;
   const unsigned offloads_;
+  const bool csum_trusted_;
   // The rtnetlink socket in the interface's namespace: replaced by the event thread when the
   // interface moves to another one, closed by the destructor.
   int nl_fd_;

@@ -27,6 +27,7 @@ inline constexpr OffloadSwitch kOffloadSwitches[] = {
     {"--disable-tso", "WG_TUN_DISABLE_TSO", "TUN TCP segmentation offload (TSO4/TSO6)", &tunlinux::Tun::Options::tso, nullptr},
     {"--disable-uso", "WG_TUN_DISABLE_USO", "TUN UDP segmentation offload (USO4/USO6)", &tunlinux::Tun::Options::uso, nullptr},
     {"--disable-tun-gro", "WG_TUN_DISABLE_GRO", "coalescing (GRO) of packets written to the TUN", &tunlinux::Tun::Options::gro, nullptr},
+    {"--disable-tun-csum", "WG_TUN_DISABLE_CSUM", "trusting authenticated packets' checksums on TUN writes", &tunlinux::Tun::Options::csum, nullptr},
     {"--disable-udp-gso", "WG_DISABLE_UDP_GSO", "UDP_SEGMENT sends on the UDP sockets", nullptr, &conn::LinuxBind::Options::gso},
     {"--disable-udp-gro", "WG_DISABLE_UDP_GRO", "UDP_GRO receives on the UDP sockets", nullptr, &conn::LinuxBind::Options::gro},
 };

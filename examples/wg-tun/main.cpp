@@ -7,7 +7,7 @@
 // Each offload can be turned off by a flag or by its environment switch (either one is
 // enough; the table is programs::kOffloadSwitches): --disable-tso (WG_TUN_DISABLE_TSO),
 // --disable-uso (WG_TUN_DISABLE_USO), --disable-tun-gro (WG_TUN_DISABLE_GRO),
-// --disable-udp-gso (WG_DISABLE_UDP_GSO), --disable-udp-gro (WG_DISABLE_UDP_GRO).
+// --disable-tun-csum (WG_TUN_DISABLE_CSUM), --disable-udp-gso (WG_DISABLE_UDP_GSO), --disable-udp-gro (WG_DISABLE_UDP_GRO).
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
@@ -120,9 +120,9 @@ void log_offloads(const std::string& name, const tunlinux::Tun& tun, const conn:
   const unsigned off = tun.offloads();
   auto on = [](bool b) { return b ? "on" : "off"; };
   const tunlinux::GroOptions gro = tun.gro();
-  wg::log::verbose("interface {}: offloads: tun tso {} uso {} gro-tcp {} gro-udp {}; udp gso {} gro {}", name,
-                   on(off & TUN_F_TSO4), on(off & tunlinux::kTunFUso4), on(gro.tcp), on(gro.udp),
-                   on(bind.gso_enabled()), on(bind.gro_enabled()));
+  wg::log::verbose("interface {}: offloads: tun tso {} uso {} gro-tcp {} gro-udp {} csum {}; udp gso {} gro {}",
+                   name, on(off & TUN_F_TSO4), on(off & tunlinux::kTunFUso4), on(gro.tcp), on(gro.udp),
+                   on(gro.trusted), on(bind.gso_enabled()), on(bind.gro_enabled()));
 }
 
 }  // namespace

@@ -252,19 +252,20 @@ udp_socket_drops() {
 # --- wg-tun's offloads ---
 # Each one has a flag and an environment switch ("1" or anything but "" and "0" turns it
 # off): the names, in the order of wg-tun's verbose log line when its interface comes up
-#   interface NAME: offloads: tun tso on uso on gro-tcp on gro-udp on; udp gso on gro on
-OFFLOADS=(tso uso tun-gro udp-gso udp-gro)
+#   interface NAME: offloads: tun tso on uso on gro-tcp on gro-udp on csum on; udp gso on gro on
+OFFLOADS=(tso uso tun-gro tun-csum udp-gso udp-gro)
 offload_env() {
   case $1 in
     tso) echo WG_TUN_DISABLE_TSO ;;
     uso) echo WG_TUN_DISABLE_USO ;;
     tun-gro) echo WG_TUN_DISABLE_GRO ;;
+    tun-csum) echo WG_TUN_DISABLE_CSUM ;;
     udp-gso) echo WG_DISABLE_UDP_GSO ;;
     udp-gro) echo WG_DISABLE_UDP_GRO ;;
   esac
 }
 # env(1) arguments that clear every switch (for checks of the defaults).
-OFFLOAD_ENV_CLEAR="-u WG_TUN_DISABLE_TSO -u WG_TUN_DISABLE_USO -u WG_TUN_DISABLE_GRO -u WG_DISABLE_UDP_GSO -u WG_DISABLE_UDP_GRO"
+OFFLOAD_ENV_CLEAR="-u WG_TUN_DISABLE_TSO -u WG_TUN_DISABLE_USO -u WG_TUN_DISABLE_GRO -u WG_TUN_DISABLE_CSUM -u WG_DISABLE_UDP_GSO -u WG_DISABLE_UDP_GRO"
 
 # The offloads this run's environment switches off (as wg-tun reads the variables).
 offloads_off_by_env() {
@@ -280,13 +281,14 @@ offloads_off_by_env() {
 # kinds; GRO of UDP stays on without USO (wg-tun cannot tell then whether the kernel
 # takes it, and tries).
 offloads_line() {
-  local off=" $* " tso=on uso=on gro=on gso=on ugro=on
+  local off=" $* " tso=on uso=on gro=on csum=on gso=on ugro=on
   [[ $off == *" tso "* ]] && tso=off
   [[ $off == *" uso "* ]] && uso=off
   [[ $off == *" tun-gro "* ]] && gro=off
+  [[ $off == *" tun-csum "* ]] && csum=off
   [[ $off == *" udp-gso "* ]] && gso=off
   [[ $off == *" udp-gro "* ]] && ugro=off
-  echo "offloads: tun tso $tso uso $uso gro-tcp $gro gro-udp $gro; udp gso $gso gro $ugro"
+  echo "offloads: tun tso $tso uso $uso gro-tcp $gro gro-udp $gro csum $csum; udp gso $gso gro $ugro"
 }
 
 # offloads_logged IFACE OFF...: true when the last offload line in wg-tun's log for IFACE

@@ -393,7 +393,7 @@ flag_checks() {
   ethtool_case "--disable-tso" off on tso -- --disable-tso
   ethtool_case "--disable-uso" on off uso -- --disable-uso
   ethtool_case "every flag" off off "${OFFLOADS[@]}" -- \
-    --disable-tso --disable-uso --disable-tun-gro --disable-udp-gso --disable-udp-gro
+    --disable-tso --disable-uso --disable-tun-gro --disable-tun-csum --disable-udp-gso --disable-udp-gro
   IMPL_ENV="$OFFLOAD_ENV_CLEAR WG_TUN_DISABLE_TSO=1 WG_DISABLE_UDP_GRO=1" \
     ethtool_case "WG_TUN_DISABLE_TSO=1 WG_DISABLE_UDP_GRO=1" off on tso udp-gro --
   IMPL_ENV="$OFFLOAD_ENV_CLEAR WG_TUN_DISABLE_TSO=1" ethtool_case "env and flag" off off tso uso -- --disable-uso

@@ -884,6 +884,87 @@ TEST_CASE("offload: GRO writes non-IP, short and odd packets plain", "[offload]"
   }
 }
 
+// What the kernel does with a NEEDS_CSUM packet it must checksum (forwarding it out of an
+// interface without offload): the sum from csum_start to the end, complemented, into the
+// field. Returns the packet so completed.
+Bytes kernel_completes(Bytes p, const VirtioNetHdr& h) {
+  const size_t at = h.csum_start + h.csum_offset;
+  uint16_t c = static_cast<uint16_t>(~naive_checksum(&p[h.csum_start], p.size() - h.csum_start));
+  if (h.csum_offset == 6 && c == 0) c = 0xffff;  // UDP
+  put16(&p[at], c);
+  return p;
+}
+
+TEST_CASE("offload: plain_header trusts authenticated TCP and UDP, flags the rest DATA_VALID", "[offload]") {
+  Ip v4, v6;
+  v6.v6 = true;
+  const Bytes pl = payload_bytes(333, 5);
+  SECTION("TCP and UDP, IPv4 and IPv6: NEEDS_CSUM, the pseudo-header sum, the checksum completes as it was") {
+    Ip opts = v4;
+    opts.options = {1, 1, 1, 1};
+    const std::vector<Bytes> pkts = {tcp_packet(v4, {}, pl), tcp_packet(v6, {}, pl), udp_packet(v4, 1, 2, pl),
+                                     udp_packet(v6, 1, 2, pl), tcp_packet(opts, {}, pl), tcp_packet(v4, {}, {})};
+    for (const Bytes& orig : pkts) {
+      Bytes p = orig;
+      const VirtioNetHdr h = tunlinux::plain_header(p, true);
+      const size_t ihl = ip_header_len(p.data());
+      const bool tcp = p[(p[0] >> 4) == 4 ? 9 : 6] == 6;
+      CHECK(h.flags == tunlinux::kVirtioNetHdrFNeedsCsum);
+      CHECK(h.gso_type == tunlinux::kVirtioNetHdrGsoNone);
+      CHECK(h.csum_start == ihl);
+      CHECK(h.csum_offset == (tcp ? 16 : 6));
+      CHECK(h.hdr_len == ihl + (tcp ? 20 : 8));
+      CHECK(be16(&p[ihl + h.csum_offset]) == naive_checksum(nullptr, 0, naive_pseudo(p.data(), p.size() - ihl)));
+      CHECK(kernel_completes(p, h) == orig);  // only the checksum field changed
+      Bytes untouched = orig;
+      CHECK(zero_header(tunlinux::plain_header(untouched, false)));
+      CHECK(untouched == orig);
+    }
+  }
+  SECTION("what has no checksum to skip: DATA_VALID, the packet unchanged") {
+    Ip frag = v4, offset = v4;
+    frag.frag = 0x2000;  // more fragments
+    offset.frag = 0x0010;
+    Bytes icmp = ip_packet(v4, 1, Bytes(40, 8));
+    Bytes truncated = tcp_packet(v4, {}, {});
+    truncated.resize(30);
+    put16(&truncated[2], 30);
+    const std::vector<Bytes> pkts = {tcp_packet(frag, {}, pl), udp_packet(offset, 1, 2, pl),
+                                     udp_packet(v4, 1, 2, pl, true), icmp, truncated,
+                                     ip_packet(v6, 0, Bytes(48, 6)),  // a hop-by-hop header first
+                                     Bytes(60, 0x00), Bytes(10, 0x45), Bytes{}};
+    for (const Bytes& orig : pkts) {
+      Bytes p = orig;
+      const VirtioNetHdr h = tunlinux::plain_header(p, true);
+      CHECK(h.flags == tunlinux::kVirtioNetHdrFDataValid);
+      CHECK(h.gso_type == tunlinux::kVirtioNetHdrGsoNone);
+      CHECK(p == orig);
+    }
+  }
+}
+
+TEST_CASE("offload: trusted GRO merges without verifying and writes plain packets checksum-partial", "[offload]") {
+  auto pkts = tcp_flow(3, 1000);
+  pkts[1][40] ^= 1;  // a bad TCP checksum in the middle (as its sender made it)
+  Gro gro;
+  {
+    Batch batch(pkts);
+    CHECK(plan(gro, batch).size() == 3);  // verified: the bad one stays apart
+  }
+  Batch batch(pkts);
+  const auto writes = plan(gro, batch, {true, true, true});
+  REQUIRE(writes.size() == 1);
+  CHECK(writes[0].members.size() == 3);
+  CHECK(writes[0].hdr.gso_type == tunlinux::kVirtioNetHdrGsoTcpV4);
+  // A packet that merges with nothing leaves with plain_header's NEEDS_CSUM.
+  const Bytes alone = tcp_packet({}, {}, payload_bytes(100, 1));
+  Batch one({alone});
+  const auto plain = plan(gro, one, {true, true, true});
+  REQUIRE(plain.size() == 1);
+  CHECK(plain[0].hdr.flags == tunlinux::kVirtioNetHdrFNeedsCsum);
+  CHECK(kernel_completes(plain[0].pkt, plain[0].hdr) == alone);
+}
+
 TEST_CASE("offload: GRO then gso_split gives back random batches", "[offload]") {
   std::mt19937 rng(2024);
   for (int round = 0; round < 300; ++round) {

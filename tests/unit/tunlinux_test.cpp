@@ -17,6 +17,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -35,6 +36,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -475,6 +477,120 @@ TEST_CASE("tun: an ICMP echo written into the TUN is answered, bad packets are s
     std::span<uint8_t> four[] = {req4};
     EXPECT(tun->write(four, kOffset, ec) == 0);
     EXPECT_MSG(ec == std::errc::io_error, ec.message());
+  });
+}
+
+namespace {
+
+// A UDP datagram 198.19.0.2:5555 -> 198.19.0.1:7000 at kOffset in its buffer, its checksum
+// right or (as a sender that corrupted it before encrypting would leave it) wrong.
+std::vector<uint8_t> udp_to_local(const std::string& payload, bool good_checksum) {
+  std::vector<uint8_t> b(kOffset + 28 + payload.size());
+  uint8_t* p = b.data() + kOffset;
+  p[0] = 0x45;
+  put16(&p[2], static_cast<uint16_t>(28 + payload.size()));
+  p[8] = 64;
+  p[9] = IPPROTO_UDP;
+  std::memcpy(&p[12], kPeer, 4);
+  std::memcpy(&p[16], kLocal, 4);
+  put16(&p[10], static_cast<uint16_t>(~naive_checksum(p, 20)));
+  put16(&p[20], 5555);
+  put16(&p[22], 7000);
+  put16(&p[24], static_cast<uint16_t>(8 + payload.size()));
+  std::memcpy(&p[28], payload.data(), payload.size());
+  uint16_t c = static_cast<uint16_t>(~l4_verify(p, 28 + payload.size()));  // over a zero field
+  if (c == 0) c = 0xffff;
+  put16(&p[26], good_checksum ? c : static_cast<uint16_t>(c ^ 0x1234));
+  return b;
+}
+
+// Udp: InCsumErrors of this namespace.
+long udp_csum_errors() {
+  std::ifstream f("/proc/net/snmp");
+  std::string line, names;
+  while (std::getline(f, line)) {
+    if (line.rfind("Udp: ", 0) != 0) continue;
+    if (names.empty()) {
+      names = line;
+      continue;
+    }
+    std::istringstream n(names), v(line);
+    std::string name, value;
+    while (n >> name && v >> value)
+      if (name == "InCsumErrors") return std::stol(value);
+  }
+  return -1;
+}
+
+// The next datagram on `s` within 300 ms, "" if none.
+std::string receive_within(int s) {
+  pollfd pfd{s, POLLIN, 0};
+  if (::poll(&pfd, 1, 300) != 1) return "";
+  char buf[2048];
+  const ssize_t r = ::recv(s, buf, sizeof buf, 0);
+  return r > 0 ? std::string(buf, static_cast<size_t>(r)) : "";
+}
+
+}  // namespace
+
+TEST_CASE("tun: written checksums - trusted ones skip the kernel's check, DATA_VALID does not, off verifies",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    auto tun = make_tun();  // Options::csum on, as wg-tun runs
+    EXPECT(tun->gro().trusted);
+    bring_up();
+    const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(7000);
+    std::memcpy(&at.sin_addr, kLocal, 4);
+    EXPECT(::bind(s, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+    std::error_code ec;
+
+    step("trusted: a good datagram and a bad one both arrive, no checksum error counted");
+    const long errors = udp_csum_errors();
+    EXPECT(errors >= 0);
+    for (bool good : {true, false}) {
+      auto b = udp_to_local(good ? "good" : "bad", good);
+      std::span<uint8_t> one[] = {b};
+      EXPECT_MSG(tun->write(one, kOffset, ec) == 1 && !ec, ec.message());
+      EXPECT(b[kOffset - 10] == tunlinux::kVirtioNetHdrFNeedsCsum);  // the header went out in the headroom
+      EXPECT(receive_within(s) == (good ? "good" : "bad"));
+    }
+    EXPECT(udp_csum_errors() == errors);
+
+    step("DATA_VALID alone: the kernel accepts the write, and still verifies (Linux 6.18)");
+    {
+      auto b = udp_to_local("flagged", false);
+      uint8_t* start = b.data() + kOffset - tunlinux::kVirtioNetHdrLen;
+      std::memset(start, 0, tunlinux::kVirtioNetHdrLen);
+      start[0] = tunlinux::kVirtioNetHdrFDataValid;
+      const ssize_t len = static_cast<ssize_t>(b.size() - kOffset + tunlinux::kVirtioNetHdrLen);
+      EXPECT_MSG(::write(tun->fd(), start, static_cast<size_t>(len)) == len, std::strerror(errno));
+      // If this fails, the kernel now honours DATA_VALID: plain_header could rely on it.
+      EXPECT_MSG(receive_within(s).empty(), "a DATA_VALID datagram with a bad checksum was delivered");
+      EXPECT(udp_csum_errors() == errors + 1);
+    }
+    step("an ICMP echo written with DATA_VALID is answered");
+    ping_through(*tun, 1);
+
+    step("Options::csum off: the kernel verifies, the bad datagram is dropped and counted");
+    tun.reset();
+    Tun::Options opts;
+    opts.csum = false;
+    tun = Tun::create(kIf, 0, opts, ec);
+    EXPECT_MSG(tun && !ec, ec.message());
+    EXPECT(!tun->gro().trusted);
+    bring_up();
+    for (bool good : {false, true}) {
+      auto b = udp_to_local(good ? "good" : "bad", good);
+      std::span<uint8_t> one[] = {b};
+      EXPECT_MSG(tun->write(one, kOffset, ec) == 1 && !ec, ec.message());
+      EXPECT(receive_within(s) == (good ? "good" : ""));
+    }
+    EXPECT(udp_csum_errors() == errors + 2);
+    ::close(s);
   });
 }
 
