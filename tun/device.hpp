@@ -34,6 +34,25 @@ public:
   virtual size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset,
                        std::error_code& ec) = 0;
 
+  // Reading without blocking, for a core that lets the thread which just wrote packets
+  // pick up what the kernel answered while taking them (an echo reply, an ACK) instead of
+  // waking the reader. A device that offers it returns true from can_read_now(); then
+  //   wait_readable() blocks until read_now() may have packets: false with
+  //     operation_canceled after close();
+  //   read_now() places the packets queued now as read() does; 0 when none are.
+  // Both are thread-safe with each other and with read(); the caller decides which of its
+  // threads reads when (and so keeps the packets' order across them). Devices without it
+  // leave these defaults.
+  virtual bool can_read_now() const { return false; }
+  virtual bool wait_readable(std::error_code& ec) {
+    ec = std::make_error_code(std::errc::operation_not_supported);
+    return false;
+  }
+  virtual size_t read_now(std::span<const std::span<uint8_t>>, std::span<size_t>, size_t, std::error_code& ec) {
+    ec.clear();
+    return 0;
+  }
+
   // Largest batch read() returns and write() takes at once.
   virtual size_t batch_size() const = 0;
   virtual int mtu() const = 0;

@@ -262,6 +262,7 @@ Tun::Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned
       udp_gro_(vnet_hdr && opts.gro && (!opts.uso || (offloads & kTunFUso4))),
       readv_(opts.readv),
       writev_(opts.writev),
+      kick_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       scratch_(std::make_unique_for_overwrite<uint8_t[]>(kMaxPacket + 1)) {}
 
 Tun::~Tun() {
@@ -269,6 +270,7 @@ Tun::~Tun() {
   ::close(nl_fd_);
   ::close(close_fd_);
   ::close(wake_fd_);
+  if (kick_fd_ >= 0) ::close(kick_fd_);
 }
 
 // --- read ---
@@ -278,36 +280,80 @@ size_t Tun::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> siz
   ec.clear();
   std::shared_lock lock(io_mu_);
   const size_t want = std::min(bufs.size(), sizes.size());
+  // Try before polling: under load the queue is rarely empty, and poll() would be one
+  // more syscall per batch. But if the last read found it empty, poll first: a trickle of
+  // packets would otherwise cost a failed read for each.
+  bool poll_first;
+  {
+    std::lock_guard rl(read_mu_);
+    poll_first = drained_ && pending_next_ >= pending_.segments && want > 0;
+  }
   for (;;) {
     if (closed_.load(std::memory_order_acquire)) {
       ec = canceled();
       return 0;
     }
-    // Try before polling: under load the queue is rarely empty, and poll() would be
-    // one more syscall per batch. But if the last call found it empty, poll first: a
-    // trickle of packets would otherwise cost a failed read for each.
-    size_t n = 0;
-    if (drained_ && pending_next_ >= pending_.segments && want > 0) {
-      drained_ = false;
-      if (!wait(POLLIN, -1, ec)) return 0;
+    if (poll_first && !wait(POLLIN, -1, ec)) return 0;
+    poll_first = true;
+    size_t n;
+    {
+      std::lock_guard rl(read_mu_);
+      n = read_queued(bufs, sizes, offset, want, ec);
     }
-    while (n < want) {
-      long got = pending_next_ < pending_.segments ? split_pending(bufs.subspan(n), sizes.subspan(n), offset)
-                                                   : read_one(bufs.subspan(n), sizes.subspan(n), offset, ec);
-      if (ec) {
-        if (n > 0) ec.clear();  // hand over what we have; the next call reports it
-        return n;
-      }
-      if (got == 0) {
-        drained_ = true;
-        break;
-      }
-      if (got > 0) n += static_cast<size_t>(got);
-    }
-    if (n > 0 || want == 0) return n;
-    drained_ = false;
-    if (!wait(POLLIN, -1, ec)) return 0;
+    if (ec || n > 0 || want == 0) return n;
   }
+}
+
+bool Tun::wait_readable(std::error_code& ec) {
+  ec.clear();
+  std::shared_lock lock(io_mu_);
+  if (closed_.load(std::memory_order_acquire)) {
+    ec = canceled();
+    return false;
+  }
+  {
+    std::lock_guard rl(read_mu_);
+    // Segments left, or the last read stopped with the queue not yet empty: read first.
+    if (pending_next_ < pending_.segments || !drained_) return true;
+  }
+  return wait(POLLIN, -1, ec);
+}
+
+size_t Tun::read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                     std::error_code& ec) {
+  ec.clear();
+  std::shared_lock lock(io_mu_);
+  if (closed_.load(std::memory_order_acquire)) {
+    ec = canceled();
+    return 0;
+  }
+  std::lock_guard rl(read_mu_);
+  const size_t n = read_queued(bufs, sizes, offset, std::min(bufs.size(), sizes.size()), ec);
+  if (pending_next_ < pending_.segments) {  // a reader asleep in poll() would not see them
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = ::write(kick_fd_, &one, sizeof one);
+  }
+  return n;
+}
+
+size_t Tun::read_queued(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                        size_t want, std::error_code& ec) {
+  size_t n = 0;
+  drained_ = false;
+  while (n < want) {
+    long got = pending_next_ < pending_.segments ? split_pending(bufs.subspan(n), sizes.subspan(n), offset)
+                                                 : read_one(bufs.subspan(n), sizes.subspan(n), offset, ec);
+    if (ec) {
+      if (n > 0) ec.clear();  // hand over what we have; the next call reports it
+      return n;
+    }
+    if (got == 0) {
+      drained_ = true;
+      break;
+    }
+    if (got > 0) n += static_cast<size_t>(got);
+  }
+  return n;
 }
 
 long Tun::read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
@@ -376,9 +422,10 @@ long Tun::split_pending(std::span<const std::span<uint8_t>> bufs, std::span<size
 }
 
 bool Tun::wait(short events, int timeout_ms, std::error_code& ec) {
-  pollfd fds[2] = {{fd_.load(std::memory_order_relaxed), events, 0}, {close_fd_, POLLIN, 0}};
+  pollfd fds[3] = {{fd_.load(std::memory_order_relaxed), events, 0}, {close_fd_, POLLIN, 0}, {kick_fd_, POLLIN, 0}};
+  const nfds_t count = events == POLLIN && kick_fd_ >= 0 ? 3 : 2;
   for (;;) {
-    int r = ::poll(fds, 2, timeout_ms);
+    int r = ::poll(fds, count, timeout_ms);
     if (r < 0) {
       if (errno == EINTR) continue;
       ec = errno_code();
@@ -387,6 +434,10 @@ bool Tun::wait(short events, int timeout_ms, std::error_code& ec) {
     if (fds[1].revents) {
       ec = canceled();
       return false;
+    }
+    if (count == 3 && fds[2].revents) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t got = ::read(kick_fd_, &v, sizeof v);
     }
     return r > 0;  // POLLERR/POLLHUP too: the next read or write reports them
   }

@@ -113,6 +113,14 @@ public:
   // Stops with io_error while the interface is down, operation_canceled after close().
   size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) override;
 
+  // Non-blocking reading (tun::Device): read_now() leaves nothing behind that only a read
+  // could find; if its buffers end inside a super-packet, the rest waits for the next
+  // read, and a thread in wait_readable() or read() is woken for it.
+  bool can_read_now() const override { return kick_fd_ >= 0; }
+  bool wait_readable(std::error_code& ec) override;
+  size_t read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                  std::error_code& ec) override;
+
   size_t batch_size() const override { return 128; }
   // The interface MTU, read at open and refreshed from rtnetlink events.
   int mtu() const override { return mtu_.load(std::memory_order_relaxed); }
@@ -166,6 +174,9 @@ private:
   static std::unique_ptr<Tun> open_events(int fd, std::string name, bool vnet_hdr, unsigned offloads,
                                           const Options& opts, std::error_code& ec);
 
+  // Reads until `want` packets or the queue is empty (drained_); under read_mu_.
+  size_t read_queued(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                     size_t want, std::error_code& ec);
   // One read() from the device into bufs (a plain packet) or the scratch buffer (a
   // super-packet, then split); 0 = nothing queued (EAGAIN), -1 = dropped packet,
   // otherwise the number of packets. Device gone or closed: sets ec.
@@ -181,7 +192,8 @@ private:
   // Plans each chunk with Gro and sends its writes; false once ec is set.
   bool write_coalesced(std::span<const std::span<uint8_t>> bufs, size_t offset, GroOptions opts,
                        size_t& written, std::error_code& ec);
-  // Waits for `events` on the TUN descriptor; false once closing (ec set) or timed out.
+  // Waits for `events` on the TUN descriptor (for POLLIN, or a kick: segments left
+  // behind by read_now); false once closing (ec set) or timed out.
   bool wait(short events, int timeout_ms, std::error_code& ec);
 
   // The event thread: rtnetlink link messages for ifindex_.
@@ -223,8 +235,10 @@ private:
   ssize_t (*const writev_)(int, const iovec*, int);
   std::atomic<uint64_t> read_dropped_{0}, read_split_{0}, write_rejected_{0}, write_coalesced_{0};
 
-  // Read state (read() runs on one thread at a time): the largest packet a read can
-  // bring, and the super-packet still being split into read() calls.
+  // Read state, under read_mu_ (read() and read_now() may run on different threads): the
+  // largest packet a read can bring, and the super-packet still being split into calls.
+  std::mutex read_mu_;
+  const int kick_fd_;  // eventfd: read_now() left segments behind for a waiting reader; -1 if none could be made
   static constexpr size_t kMaxPacket = 65536 + 64;
   std::unique_ptr<uint8_t[]> scratch_;  // kMaxPacket + 1 spill byte
   GsoPacket pending_;

@@ -25,6 +25,7 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
+      answers_from_tun_(options.answer_from_tun && tun.can_read_now()),
       hs_load_(options.handshake_queue) {
   clock_ = options_.clock;
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());

@@ -123,6 +123,7 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
       }
       submit(open[k]);
     }
+    if (n - kept > 0 && n <= kAnswerPass && answers_from_tun_) answer_from_tun();
     // Unused buffers of this pass stay; refill the ones handed on.
     for (size_t i = n; i < have; ++i) bufs[kept++] = bufs[i];
     while (kept < batch_) {

@@ -2,7 +2,8 @@
 //
 // Outbound flow:
 //  1. tun_reader reads a batch of plaintext packets from the tun::Device into pooled
-//     buffers, kHeadroom bytes in, so the transport header can be prepended in place.
+//     buffers, kHeadroom bytes in, so the transport header can be prepended in place
+//     (or, when traffic is light, a receiving thread does: answer_from_tun).
 //  2. Each packet is routed by its destination through the allowed-IPs trie to a peer.
 //  3. stage_packets appends them to the peer's staged queue; send_staged takes the
 //     current keypair (or asks for a handshake), assigns nonces in order and cuts batches.
@@ -19,14 +20,17 @@
 
 namespace wg {
 
-// 1-2. Read and route.
+// 1-2. Read and route. With a device that reads without blocking (tun::Device::
+// can_read_now: the kernel TUN), the reader waits for it outside tun_order_mu_ and reads,
+// routes and stages under it, as answer_from_tun() does on a receiving thread: whichever
+// thread reads packets stages them before the other reads more, so their order holds.
 void Device::tun_reader() {
   std::array<uint8_t*, kMaxBatch> bufs{};
   std::array<std::span<uint8_t>, kMaxBatch> spans;
   std::array<size_t, kMaxBatch> sizes{};
-  std::array<PeerPtr, kMaxBatch> route;
   size_t have = 0;
   unsigned failures = 0;  // reads failed in a row
+  const bool now_reads = tun_.can_read_now();
 
   while (!closing_) {
     while (have < batch_) {
@@ -38,51 +42,83 @@ void Device::tun_reader() {
     for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
 
     std::error_code ec;
-    size_t n = tun_.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
+    size_t n = 0;
+    std::unique_lock<std::mutex> order;
+    if (now_reads) {
+      if (tun_.wait_readable(ec)) {
+        order = std::unique_lock(tun_order_mu_);
+        n = tun_.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
+      }
+    } else {
+      n = tun_.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
+    }
     if (ec) {
+      order = {};
       // Logged once per run of failures; a device failing every read is not spun on.
       if (!keep_reading_after(ec, failures, "tun read", true)) break;
       continue;
     }
     failures = 0;
-
-    {
-      std::shared_lock lock(config_mu_);
-      for (size_t i = 0; i < n; ++i) {
-        const uint8_t* pkt = bufs[i] + kHeadroom;
-        auto dst = packet_destination(pkt, sizes[i]);
-        Peer* p = dst ? allowed_ips_.lookup(*dst) : nullptr;
-        route[i] = peer_for(p);
-        if (!p) stats_.dropped_no_route.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-
-    // Hand each peer its packets in read order; the buffers become the peer's.
-    size_t kept = 0;
-    std::array<uint8_t*, kMaxBatch> group;
-    std::array<size_t, kMaxBatch> group_sizes;
-    std::array<bool, kMaxBatch> taken{};
-    for (size_t i = 0; i < n; ++i) {
-      if (taken[i]) continue;
-      if (!route[i]) {
-        bufs[kept++] = bufs[i];  // no peer: reuse the buffer
-        continue;
-      }
-      PeerPtr peer = route[i];
-      size_t g = 0;
-      for (size_t j = i; j < n; ++j) {
-        if (route[j] != peer) continue;
-        group[g] = bufs[j];
-        group_sizes[g++] = sizes[j];
-        route[j].reset();
-        taken[j] = true;
-      }
-      stage_packets(*peer, group.data(), group_sizes.data(), g);
-    }
-    for (size_t i = n; i < have; ++i) bufs[kept++] = bufs[i];
-    have = kept;
+    const size_t kept = route_and_stage(bufs.data(), sizes.data(), n);
+    for (size_t i = n; i < have; ++i) bufs[kept + i - n] = bufs[i];
+    have = kept + (have - n);
   }
   buffers_.give(bufs.data(), have);
+}
+
+size_t Device::route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n) {
+  std::array<PeerPtr, kMaxBatch> route;
+  {
+    std::shared_lock lock(config_mu_);
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t* pkt = bufs[i] + kHeadroom;
+      auto dst = packet_destination(pkt, sizes[i]);
+      Peer* p = dst ? allowed_ips_.lookup(*dst) : nullptr;
+      route[i] = peer_for(p);
+      if (!p) stats_.dropped_no_route.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  // Hand each peer its packets in read order; the buffers become the peer's.
+  size_t kept = 0;
+  std::array<uint8_t*, kMaxBatch> group;
+  std::array<size_t, kMaxBatch> group_sizes;
+  std::array<bool, kMaxBatch> taken{};
+  for (size_t i = 0; i < n; ++i) {
+    if (taken[i]) continue;
+    if (!route[i]) {
+      bufs[kept++] = bufs[i];  // no peer: reuse the buffer
+      continue;
+    }
+    PeerPtr peer = route[i];
+    size_t g = 0;
+    for (size_t j = i; j < n; ++j) {
+      if (route[j] != peer) continue;
+      group[g] = bufs[j];
+      group_sizes[g++] = sizes[j];
+      route[j].reset();
+      taken[j] = true;
+    }
+    stage_packets(*peer, group.data(), group_sizes.data(), g);
+  }
+  return kept;
+}
+
+void Device::answer_from_tun() {
+  std::unique_lock order(tun_order_mu_, std::try_to_lock);
+  if (!order.owns_lock()) return;  // the reader is at it
+  std::array<uint8_t*, kAnswerBuffers> bufs;
+  std::array<std::span<uint8_t>, kAnswerBuffers> spans;
+  std::array<size_t, kAnswerBuffers> sizes{};
+  const size_t have = buffers_.try_take(bufs.data(), bufs.size());
+  if (have == 0) return;
+  for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
+  std::error_code ec;  // a failing device is the reader's to report
+  const size_t n = tun_.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
+  if (n > 0) stats_.tun_answers.fetch_add(n, std::memory_order_relaxed);
+  size_t kept = n > 0 ? route_and_stage(bufs.data(), sizes.data(), n) : 0;
+  for (size_t i = n; i < have; ++i) bufs[kept++] = bufs[i];
+  buffers_.give(bufs.data(), kept);
 }
 
 // 3. Stage, then send what a session allows.

@@ -11,6 +11,11 @@
 // so each packet pays two heap allocations and two extra copies that a socket and a TUN
 // file descriptor would not. Both devices' threads (TUN reader, bind receiver, AEAD
 // workers) share the machine's cores with the benchmark thread.
+//
+// BM_device_workers: the same with the AEAD handed to `workers` threads per device
+// (inline_batch 1, so every batch of more than one packet goes to them), for how the
+// pipeline scales with cores: run it under `taskset -c 0` and `taskset -c 0,1` (and on a
+// larger machine, more) and compare.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -45,7 +50,7 @@ std::vector<uint8_t> ip4_packet(uint8_t src, uint8_t dst, uint64_t seq, size_t s
 }
 
 struct Node {
-  explicit Node(conn::MemoryNetwork& net) : bind(net), dev(tun, bind) {}
+  Node(conn::MemoryNetwork& net, const wg::DeviceOptions& opts) : bind(net), dev(tun, bind, opts) {}
   tun::MemoryDevice tun;
   conn::MemoryBind bind;
   wg::Device dev;
@@ -55,8 +60,9 @@ struct Node {
 
 // a (198.19.0.1) and b (198.19.0.2), peers of each other; a knows b's endpoint.
 struct Pair {
+  explicit Pair(const wg::DeviceOptions& opts = {}) : a(net, opts), b(net, opts) {}
   conn::MemoryNetwork net;
-  Node a{net}, b{net};
+  Node a, b;
 
   // Configures both and completes the handshake with one packet. False on failure.
   bool establish() {
@@ -74,10 +80,10 @@ struct Pair {
 };
 
 // range(0): packets per window; range(1): packet size in bytes (IPv4 total length).
-void BM_device_one_way(benchmark::State& state) {
+void one_way(benchmark::State& state, const wg::DeviceOptions& opts) {
   const auto window = static_cast<size_t>(state.range(0));
   const auto size = static_cast<size_t>(state.range(1));
-  auto pair = std::make_unique<Pair>();
+  auto pair = std::make_unique<Pair>(opts);
   if (!pair->establish()) {
     state.SkipWithError("handshake did not complete");
     return;
@@ -112,12 +118,30 @@ void BM_device_one_way(benchmark::State& state) {
   state.counters["batch"] = benchmark::Counter(static_cast<double>(pair->a.dev.batch_size()));
 }
 
+void BM_device_one_way(benchmark::State& state) { one_way(state, {}); }
+
+// range(2): AEAD workers per device; every batch of more than one packet goes to them.
+void BM_device_workers(benchmark::State& state) {
+  wg::DeviceOptions opts;
+  opts.workers = static_cast<size_t>(state.range(2));
+  opts.inline_batch = 1;
+  one_way(state, opts);
+}
+
 // About 2 s of measurement each (plus gbench's iteration estimate before it).
 BENCHMARK(BM_device_one_way)
     ->ArgNames({"window", "bytes"})
     ->Args({1024, 1400})
     ->Args({1024, 64})
     ->Args({128, 1400})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+BENCHMARK(BM_device_workers)
+    ->ArgNames({"window", "bytes", "workers"})
+    ->Args({1024, 1400, 1})
+    ->Args({1024, 1400, 2})
+    ->Args({1024, 1400, 4})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();

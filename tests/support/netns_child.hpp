@@ -6,8 +6,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <string>
 
 namespace wgtest {
@@ -57,6 +62,21 @@ inline void sh(const std::string& cmd) {
 }
 
 // Writes a /proc or /sys file; a missing one is ignored (IPv6 may be compiled out).
+// One UDP_SEGMENT send of `data` to ipv4 `to`:port, cut by the kernel into datagrams of
+// `gso` bytes: what a TUN with USO reads as one super-packet. True when all was sent.
+inline bool send_udp_segmented(const uint8_t to[4], uint16_t port, int gso, std::span<const uint8_t> data) {
+  const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  std::memcpy(&addr.sin_addr, to, 4);
+  const bool ok = s >= 0 && ::setsockopt(s, SOL_UDP, UDP_SEGMENT, &gso, sizeof gso) == 0 &&
+                  ::sendto(s, data.data(), data.size(), 0, reinterpret_cast<sockaddr*>(&addr), sizeof addr) ==
+                      static_cast<ssize_t>(data.size());
+  if (s >= 0) ::close(s);
+  return ok;
+}
+
 inline void write_file(const char* path, const char* text) {
   int fd = ::open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return;

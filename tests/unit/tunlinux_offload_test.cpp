@@ -1367,17 +1367,8 @@ TEST_CASE("tun offload: a super-packet larger than the read batch continues in t
   require_in_netns([] {
     auto tun = make_tun(1500);
     step("a UDP_SEGMENT send of 40 datagrams");
-    int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    int gso = 1000;
-    EXPECT(::setsockopt(s, SOL_UDP, UDP_SEGMENT, &gso, sizeof gso) == 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(9);
-    std::memcpy(&to.sin_addr, kPeer, 4);
     const Bytes data = payload_bytes(40 * 1000, 3);
-    EXPECT(::sendto(s, data.data(), data.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
-           static_cast<ssize_t>(data.size()));
-    ::close(s);
+    EXPECT(wgtest::send_udp_segmented(kPeer, 9, 1000, data));
 
     step("read it 16 buffers at a time");
     Bytes joined;

@@ -862,6 +862,22 @@ TEST_CASE("tun: from_fd adopts an inherited descriptor with or without a virtio-
   });
 }
 
+// Devices a (on the TUN, 198.19.0.1) and b (in memory, 198.19.0.2), peers of each other
+// over a MemoryNetwork, each knowing the other's endpoint, both up.
+void pair_up(wg::Device& a, wg::Device& b) {
+  wg::PrivateKey ka = wg::crypto::generate_private_key(), kb = wg::crypto::generate_private_key();
+  a.set_private_key(ka);
+  b.set_private_key(kb);
+  EXPECT(!a.up());
+  EXPECT(!b.up());
+  auto to_b = a.add_peer(wg::crypto::public_key(kb));
+  auto to_a = b.add_peer(wg::crypto::public_key(ka));
+  a.add_allowed_ip(*to_b, *wg::IpPrefix::parse("198.19.0.2/32"));
+  b.add_allowed_ip(*to_a, *wg::IpPrefix::parse("198.19.0.1/32"));
+  a.set_endpoint(*to_b, conn::MemoryBind::endpoint_for(b.listen_port()));
+  b.set_endpoint(*to_a, conn::MemoryBind::endpoint_for(a.listen_port()));
+}
+
 // The core over the real TUN with read faults injected around it (tests/unit/
 // seam_faults.hpp): transient EINTR/EAGAIN/ENOBUFS lose nothing the kernel queued, and a
 // read that fails every call is retried with a backoff, not spun on.
@@ -880,16 +896,7 @@ TEST_CASE("tun: the core over a real TUN survives read faults and does not spin 
     conn::MemoryBind bind_a(net), bind_b(net);
     tun::MemoryDevice mem_b;
     wg::Device a(faulty, bind_a), b(mem_b, bind_b);
-    wg::PrivateKey ka = wg::crypto::generate_private_key(), kb = wg::crypto::generate_private_key();
-    a.set_private_key(ka);
-    b.set_private_key(kb);
-    EXPECT(!a.up());
-    EXPECT(!b.up());
-    auto to_b = a.add_peer(wg::crypto::public_key(kb));
-    auto to_a = b.add_peer(wg::crypto::public_key(ka));
-    a.add_allowed_ip(*to_b, *wg::IpPrefix::parse("198.19.0.2/32"));
-    b.add_allowed_ip(*to_a, *wg::IpPrefix::parse("198.19.0.1/32"));
-    a.set_endpoint(*to_b, conn::MemoryBind::endpoint_for(b.listen_port()));
+    pair_up(a, b);
     bring_up();
     // Datagrams to 198.19.0.2:9 that reach B, in order, within 5 s each.
     auto arrive = [&](int from, int count) {
@@ -937,6 +944,117 @@ TEST_CASE("tun: the core over a real TUN survives read faults and does not spin 
     EXPECT(tun->counters().read_dropped == 0);
     a.close();
     b.close();
+  });
+}
+
+TEST_CASE("tun: read_now takes what is queued without blocking, wait_readable waits, both mix with read",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    auto tun = make_tun(1500);
+    EXPECT(tun->can_read_now());
+    bring_up();
+    std::error_code ec;
+    Batch b(64, 1500);
+
+    step("nothing queued: read_now returns 0 at once");
+    while (tun->read_now(b.spans, b.sizes, kOffset, ec) > 0) EXPECT(!ec);  // router solicitations and the like
+    EXPECT_MSG(!ec, ec.message());
+
+    step("wait_readable sleeps until a datagram comes, read_now then takes it");
+    std::atomic<pid_t> tid{0};
+    std::atomic<bool> woke{false};
+    std::thread waiter([&] {
+      tid = static_cast<pid_t>(::gettid());
+      std::error_code wec;
+      EXPECT_MSG(tun->wait_readable(wec) && !wec, wec.message());
+      woke = true;
+    });
+    EXPECT(eventually([&] { return blocked_in_kernel(tid); }));
+    EXPECT(!woke);
+    send_udp("now");
+    waiter.join();
+    size_t n = 0;
+    std::vector<uint8_t> got;
+    for (auto until = std::chrono::steady_clock::now() + 2s; got.empty() && std::chrono::steady_clock::now() < until;) {
+      n = tun->read_now(b.spans, b.sizes, kOffset, ec);
+      EXPECT_MSG(!ec, ec.message());
+      for (size_t i = 0; i < n; ++i)
+        if (is_udp_to_discard(b.packet(i))) got.assign(b.packet(i).begin(), b.packet(i).end());
+    }
+    check_udp(got, "now");
+
+    step("a super-packet cut by read_now's buffers: wait_readable says so at once, read() goes on");
+    const std::vector<uint8_t> data(40 * 1000, 'u');
+    EXPECT(wgtest::send_udp_segmented(kPeer, 9, 1000, data));
+    size_t segments = 0;
+    Batch few(8, 1500);
+    for (auto until = std::chrono::steady_clock::now() + 2s; segments == 0 && std::chrono::steady_clock::now() < until;) {
+      EXPECT(tun->wait_readable(ec));
+      n = tun->read_now(few.spans, few.sizes, kOffset, ec);
+      for (size_t i = 0; i < n; ++i) segments += is_udp_to_discard(few.packet(i)) ? 1 : 0;
+    }
+    EXPECT_MSG(segments == 8, std::to_string(segments) + " segments in the first read_now");
+    EXPECT(tun->wait_readable(ec) && !ec);  // the rest is ours, not the kernel's
+    while (segments < 40) {
+      n = tun->read(b.spans, b.sizes, kOffset, ec);
+      EXPECT_MSG(!ec, ec.message());
+      for (size_t i = 0; i < n; ++i) segments += is_udp_to_discard(b.packet(i)) ? 1 : 0;
+    }
+    EXPECT(segments == 40);
+    EXPECT(tun->counters().read_split == 1);
+
+    step("after close: both report it");
+    tun->close();
+    EXPECT(!tun->wait_readable(ec));
+    EXPECT(ec == std::errc::operation_canceled);
+    EXPECT(tun->read_now(b.spans, b.sizes, kOffset, ec) == 0);
+    EXPECT(ec == std::errc::operation_canceled);
+  });
+}
+
+// The core over the real TUN: the kernel's answer to a packet the device just wrote (an
+// echo reply) is read and sent by the receiving thread (DeviceStats::tun_answers), or with
+// DeviceOptions::answer_from_tun off by the TUN reader; either way it arrives.
+//
+//   B (MemoryDevice) echo request -> MemoryBind -> A -> wgt0 -> kernel -> echo reply ->
+//   wgt0 -> A -> MemoryBind -> B
+TEST_CASE("tun: the core answers from the receiving thread, or leaves it to the reader when told",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    for (bool answer : {true, false}) {
+      step(answer ? "answer_from_tun on" : "answer_from_tun off");
+      auto tun = make_tun(1420);
+      conn::MemoryNetwork net;
+      conn::MemoryBind bind_a(net), bind_b(net);
+      tun::MemoryDevice mem_b;
+      wg::DeviceOptions opts;
+      opts.answer_from_tun = answer;
+      wg::Device a(*tun, bind_a, opts), b(mem_b, bind_b);
+      pair_up(a, b);
+      bring_up();
+      for (uint16_t seq = 1; seq <= 50; ++seq) {
+        auto req = echo_request(0x7767, seq, 0);
+        EXPECT(mem_b.inject(req));
+        for (;;) {
+          auto p = mem_b.take(5s);
+          EXPECT_MSG(p, "no reply to echo request " + std::to_string(seq));
+          if (is_echo_reply(0x7767, seq)(*p)) break;
+        }
+      }
+      const uint64_t answers = a.stats().tun_answers.load();
+      // Each reply is the kernel's answer to what a receiving pass wrote, made while it
+      // wrote; the pass reads it right after, unless the TUN reader, woken by the same
+      // reply, got tun_order_mu_ first (it has to wake up for that: the pass, already
+      // running, wins nearly always; all 50 lost would take a reader that never sleeps).
+      if (answer)
+        EXPECT_MSG(answers >= 1, "no reply left from the receiving thread");
+      else
+        EXPECT(answers == 0);
+      a.close();
+      b.close();
+    }
   });
 }
 
