@@ -363,16 +363,21 @@ long Tun::read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> s
     ec = std::make_error_code(std::errc::invalid_argument);
     return 0;
   }
-  // The packet goes straight into the caller's buffer; what does not fit runs on into the
-  // scratch buffer, right where it would continue if the buffer's part were copied in
-  // front of it. One byte more than any packet shows truncation.
+  // The packet goes straight into the caller's buffer, up to what a plain packet can be
+  // (the MTU, and some slack for a change not yet seen); the rest runs on into the scratch
+  // buffer, right where it would continue if the buffer's part were copied in front of
+  // it. A super-packet then needs only that head copied to the scratch buffer before it
+  // is split from there (not all of its 64 KB); a plain packet longer than the head (an
+  // MTU raised under us) is moved back whole. One byte more than any packet shows
+  // truncation.
   uint8_t hdr[kVirtioNetHdrLen];
   const size_t cap = buf.size() - offset;
-  const size_t in_buf = std::min(cap, kMaxPacket);
+  const size_t plain_max = static_cast<size_t>(std::max(mtu_.load(std::memory_order_relaxed), 0)) + kPlainSlack;
+  const size_t in_buf = std::min({cap, kMaxPacket, plain_max});
   iovec iov[3];
   int n = 0;
   if (vnet_hdr_) iov[n++] = {hdr, sizeof hdr};
-  iov[n++] = {buf.data() + offset, cap};
+  iov[n++] = {buf.data() + offset, in_buf};
   iov[n++] = {scratch_.get() + in_buf, kMaxPacket - in_buf + 1};
   const size_t hdr_len = vnet_hdr_ ? sizeof hdr : 0;
 
@@ -389,11 +394,13 @@ long Tun::read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> s
     return -1L;
   };
   const size_t total = static_cast<size_t>(r);
-  if (total < hdr_len || total - hdr_len > std::max(cap, kMaxPacket)) return drop();
+  if (total < hdr_len || total - hdr_len > kMaxPacket) return drop();  // the spill byte was reached
   const size_t len = total - hdr_len;
   const VirtioNetHdr vh = vnet_hdr_ ? VirtioNetHdr::decode(hdr) : VirtioNetHdr{};
   if (vh.gso_type == kVirtioNetHdrGsoNone) {
-    if (len > cap || !finish_read(vh, buf.subspan(offset, len))) return drop();
+    if (len > cap) return drop();
+    if (len > in_buf) std::memcpy(buf.data() + offset + in_buf, scratch_.get() + in_buf, len - in_buf);
+    if (!finish_read(vh, buf.subspan(offset, len))) return drop();
     sizes[0] = len;
     return 1;
   }

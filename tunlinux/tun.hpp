@@ -240,6 +240,7 @@ private:
   std::mutex read_mu_;
   const int kick_fd_;  // eventfd: read_now() left segments behind for a waiting reader; -1 if none could be made
   static constexpr size_t kMaxPacket = 65536 + 64;
+  static constexpr size_t kPlainSlack = 256;  // read_one: bytes past the MTU read into the caller's buffer
   std::unique_ptr<uint8_t[]> scratch_;  // kMaxPacket + 1 spill byte
   GsoPacket pending_;
   size_t pending_next_ = 0;  // next segment; == pending_.segments when none

@@ -7,8 +7,8 @@
 # Usage: netns_profile.sh BIN_DIR [--seconds S] [--out DIR]
 #   --seconds: length of the TCP stream (default 10; perf samples its middle S-4 s)
 #   --out: keep perf.data and the reports there (default: a temporary folder, removed)
-# Prints: the stream's rate; the top symbols of both daemons and of the whole machine
-# (perf report --sort dso,sym, share of all samples); context switches and system calls
+# Prints: the stream's rate; the share of all samples per thread and library, the top
+# symbols of the whole machine (perf report, share of all samples); context switches and system calls
 # of both daemons per GB moved and per ping round trip (perf stat over 200 pings
 # 10 ms apart), and the median RTT.
 set -u
@@ -60,17 +60,21 @@ wait "$STAT"
 wait "$IPERF" || { echo "iperf3 failed" >&2; exit 1; }
 [ -f "$TMP/iperf.pid" ] && kill "$(cat "$TMP/iperf.pid")" 2>/dev/null
 BPS=$(python3 -c 'import json,sys; print("%.0f" % json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"])' "$TMP/iperf.json")
-printf 'TCP x1: %.3f Gbit/s\n' "$(echo "$BPS / 1e9" | bc -l)"
+awk -v b="$BPS" 'BEGIN { printf "TCP x1: %.3f Gbit/s\n", b / 1e9 }'
 per_gb() { # STATFILE EVENT BYTES
   awk -F, -v ev="$2" -v bytes="$3" '$3 == ev { printf "%.0f", $1 / (bytes / 1e9) }' "$1"
 }
-MOVED=$(echo "$BPS / 8 * ($SECS - 4)" | bc -l)
+MOVED=$(awk -v b="$BPS" -v s="$SECS" 'BEGIN { printf "%.0f", b / 8 * (s - 4) }')
 echo "both daemons per GB moved: $(per_gb "$OUT/stream.stat" context-switches "$MOVED") context switches," \
   "$(per_gb "$OUT/stream.stat" raw_syscalls:sys_enter "$MOVED") system calls"
 
-perf report -i "$OUT/perf.data" --no-children --sort dso,sym --percent-limit 0.7 --stdio 2>/dev/null |
-  grep -v '^$' | grep -v '^#' | grep '%' | head -40 >"$OUT/top.txt"
-echo "top symbols, whole machine (share of all samples):"
+perf report -i "$OUT/perf.data" --no-children --sort comm,dso -g none --percent-limit 1 --stdio 2>/dev/null |
+  grep '%' >"$OUT/threads.txt"
+perf report -i "$OUT/perf.data" --no-children --sort dso,sym -g none --percent-limit 0.5 --stdio 2>/dev/null |
+  grep '%' | head -40 >"$OUT/top.txt"
+echo "threads and libraries, whole machine (share of all samples):"
+cat "$OUT/threads.txt"
+echo "top symbols (libcrypto's assembly has no symbols: one entry per address):"
 cat "$OUT/top.txt"
 
 # 2. Ping: wake-ups per round trip.
