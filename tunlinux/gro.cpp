@@ -132,6 +132,9 @@ bool Gro::try_append(Run& r, uint16_t i, const Candidate& c) {
     if (c.l4_len != hc.l4_len || ip::load32(pt + ip::kTcpSeq) != r.next_seq ||
         std::memcmp(ht + ip::kTcpAckNum, pt + ip::kTcpAckNum, 5) != 0 ||  // ACK number, data offset
         std::memcmp(ht + ip::kTcpFlags + 1, pt + ip::kTcpFlags + 1, 2) != 0 ||  // window
+        // The urgent pointer, meaningless without URG (never merged), would still come
+        // back as the head's: unverified checksums (trusted) no longer keep it equal.
+        std::memcmp(ht + ip::kTcpUrgent, pt + ip::kTcpUrgent, 2) != 0 ||
         std::memcmp(ht + ip::kTcpMinLen, pt + ip::kTcpMinLen, c.l4_len - ip::kTcpMinLen) != 0)
       return false;
     last |= (pt[ip::kTcpFlags] & ip::kTcpPsh) != 0;

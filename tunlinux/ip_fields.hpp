@@ -30,8 +30,9 @@ inline constexpr uint16_t kIpv4NotDf = 0xbfff;
 inline constexpr size_t kIpv6PayloadLen = 4, kIpv6Next = 6, kIpv6HopLimit = 7, kIpv6Src = 8;
 
 // TCP: 0 ports, 4 sequence, 8 acknowledgement number, 12 data offset, 13 flags, 14 window,
-// 16 checksum.
-inline constexpr size_t kTcpSeq = 4, kTcpAckNum = 8, kTcpDataOff = 12, kTcpFlags = 13, kTcpCsum = 16;
+// 16 checksum, 18 urgent pointer.
+inline constexpr size_t kTcpSeq = 4, kTcpAckNum = 8, kTcpDataOff = 12, kTcpFlags = 13, kTcpCsum = 16,
+                        kTcpUrgent = 18;
 inline constexpr uint8_t kTcpFin = 0x01, kTcpSyn = 0x02, kTcpRst = 0x04, kTcpPsh = 0x08, kTcpAck = 0x10,
                          kTcpUrg = 0x20, kTcpEce = 0x40, kTcpCwr = 0x80;
 

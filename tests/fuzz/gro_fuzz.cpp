@@ -4,6 +4,9 @@
 // order within its flow, that every gather list stays inside its buffers (each packet
 // sits in a heap block of exactly its size, so ASan sees an overrun), and that each
 // coalesced write split back with gso_split gives the packets it took, checksums valid.
+// With mode bit 2 the packets count as authenticated (GroOptions::trusted): a plain write
+// then carries plain_header()'s NEEDS_CSUM, whose completed checksum must be the packet's
+// own where that was right, or DATA_VALID with the packet unchanged.
 //   cmake --preset fuzz && cmake --build build-fuzz --target gro_fuzz
 //   build-fuzz/bin/gro_fuzz -max_total_time=60 tests/fuzz/corpus/gro
 #include <fuzzer/FuzzedDataProvider.h>
@@ -149,12 +152,35 @@ void check_coalesced(const Bytes& flat, std::span<const uint16_t> members, const
   }
 }
 
+// A plain write: zeros without `trusted`; with it, DATA_VALID and the packet as it came,
+// or NEEDS_CSUM at a TCP/UDP checksum field holding the pseudo-header sum, the rest as
+// it came, and the checksum the kernel would complete equal to the packet's own when
+// that was right. Sets `rewritten` for the NEEDS_CSUM case.
+void check_plain(const tunlinux::VirtioNetHdr& h, const Bytes& out, const Bytes& in, bool trusted, bool& rewritten) {
+  check(h.gso_type == tunlinux::kVirtioNetHdrGsoNone && h.gso_size == 0 && out.size() == in.size());
+  rewritten = trusted && h.flags == tunlinux::kVirtioNetHdrFNeedsCsum;
+  if (!rewritten) {
+    check(h.flags == (trusted ? tunlinux::kVirtioNetHdrFDataValid : 0));
+    check(h.hdr_len == 0 && h.csum_start == 0 && h.csum_offset == 0 && out == in);
+    return;
+  }
+  const size_t start = h.csum_start, at = start + h.csum_offset;
+  check((h.csum_offset == 16 || h.csum_offset == 6) && at + 2 <= out.size() && start >= 20);
+  for (size_t i = 0; i < out.size(); ++i) check(i == at || i == at + 1 || out[i] == in[i]);
+  check(be16(&out[at]) == pseudo(out.data(), out.size() - start));
+  if (naive_checksum(in.data() + start, in.size() - start, pseudo(in.data(), in.size() - start)) == 0xffff) {
+    uint16_t c = static_cast<uint16_t>(~naive_checksum(out.data() + start, out.size() - start));
+    if (h.csum_offset == 6 && c == 0) c = 0xffff;
+    check(c == be16(&in[at]) || (c == 0xffff && be16(&in[at]) == 0));
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const uint8_t mode = in.ConsumeIntegral<uint8_t>();
-  const tunlinux::GroOptions opts{(mode & 1) == 0, (mode & 2) == 0};
+  const tunlinux::GroOptions opts{(mode & 1) == 0, (mode & 2) == 0, (mode & 4) != 0};
 
   std::vector<Flow> flows(1 + in.ConsumeIntegralInRange<size_t>(0, 3));
   for (Flow& f : flows) {
@@ -246,18 +272,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const Bytes flat = flatten(gro, w);
     check(flat.size() >= tunlinux::kVirtioNetHdrLen);
+    const Bytes out(flat.begin() + tunlinux::kVirtioNetHdrLen, flat.end());
+    bool csum_rewritten = false;
     if (w.gso_type == tunlinux::kVirtioNetHdrGsoNone) {
       check(members.size() == 1);
-      check(std::all_of(flat.begin(), flat.begin() + tunlinux::kVirtioNetHdrLen, [](uint8_t b) { return b == 0; }));
-      check(std::equal(flat.begin() + tunlinux::kVirtioNetHdrLen, flat.end(), pkts[members[0]].begin(),
-                       pkts[members[0]].end()));
+      check_plain(tunlinux::VirtioNetHdr::decode(flat.data()), out, pkts[members[0]], opts.trusted, csum_rewritten);
     } else {
       check(members.size() >= 2);
       check(w.gso_type == tunlinux::kVirtioNetHdrGsoUdpL4 ? opts.udp : opts.tcp);
       check_coalesced(flat, members, pkts);
     }
-    // The caller's packets are never changed.
-    for (uint16_t m : members) check(std::equal(pkts[m].begin(), pkts[m].end(), bufs[m].begin() + kOffset));
+    // The caller's packets are not changed, but for the checksum field of a plain packet
+    // written checksum-partial: the buffer holds what was written.
+    for (uint16_t m : members) {
+      const Bytes& want = csum_rewritten ? out : pkts[m];
+      check(std::equal(want.begin(), want.end(), bufs[m].begin() + kOffset, bufs[m].end()));
+    }
   }
   check(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
   return 0;
