@@ -72,12 +72,15 @@ VirtioNetHdr plain_header(std::span<uint8_t> packet, bool trusted) {
   size_t at, alen;  // source address and the length of each address
   if (len >= ip::kIpv4MinLen && (d[0] >> 4) == 4) {
     ip_len = (d[0] & 0xf) * 4u;
-    if (ip_len < ip::kIpv4MinLen || (ip::load16(d + ip::kIpv4Frag) & ip::kIpv4NotDf)) return h;
+    if (ip_len < ip::kIpv4MinLen || (ip::load16(d + ip::kIpv4Frag) & ip::kIpv4NotDf) ||
+        ip::load16(d + ip::kIpv4TotalLen) != len)  // padded or cut: the sum would cover other bytes
+      return h;
     proto = d[ip::kIpv4Proto];
     at = ip::kIpv4Src;
     alen = 4;
   } else if (len >= ip::kIpv6Len && (d[0] >> 4) == 6) {
     ip_len = ip::kIpv6Len;
+    if (ip::load16(d + ip::kIpv6PayloadLen) != len - ip::kIpv6Len) return h;
     proto = d[ip::kIpv6Next];
     at = ip::kIpv6Src;
     alen = 16;

@@ -113,7 +113,8 @@ struct GroOptions {
 // Without `trusted`: flags 0, GSO_NONE; the kernel verifies the packet's checksums.
 // With it (the tunnel authenticated the packet, which the kernel's own WireGuard marks
 // CHECKSUM_UNNECESSARY): a TCP or UDP packet (IPv4 not a fragment, IPv6 without extension
-// headers, its transport header whole, a UDP checksum present) gets NEEDS_CSUM with the
+// headers, its IP length the packet's, its transport header whole, a UDP checksum
+// present) gets NEEDS_CSUM with the
 // pseudo-header sum in its checksum field, which changes the packet: the kernel takes
 // CHECKSUM_PARTIAL as verified on local delivery, and computes the checksum only if it
 // forwards the packet (on an interface without checksum offload). Any other packet gets

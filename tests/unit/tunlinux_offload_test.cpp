@@ -938,8 +938,11 @@ TEST_CASE("offload: plain_header trusts authenticated TCP and UDP, flags the res
     Bytes truncated = tcp_packet(v4, {}, {});
     truncated.resize(30);
     put16(&truncated[2], 30);
+    Bytes padded = udp_packet(v4, 1, 2, pl), padded6 = udp_packet(v6, 1, 2, pl);
+    padded.resize(padded.size() + 3);  // bytes past the IP length
+    padded6.resize(padded6.size() + 3);
     const std::vector<Bytes> pkts = {tcp_packet(frag, {}, pl), udp_packet(offset, 1, 2, pl),
-                                     udp_packet(v4, 1, 2, pl, true), icmp, truncated,
+                                     udp_packet(v4, 1, 2, pl, true), icmp, truncated, padded, padded6,
                                      ip_packet(v6, 0, Bytes(48, 6)),  // a hop-by-hop header first
                                      Bytes(60, 0x00), Bytes(10, 0x45), Bytes{}};
     for (const Bytes& orig : pkts) {
