@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "wg/base/log.hpp"
 
@@ -518,8 +519,12 @@ void Device::timer_loop() {
       if (a.send_initiation) send_initiation(*p, a.retry);
       if (a.send_keepalive) send_keepalive(*p);
     }
+    // What was scanned and not kept (removed peers among them) goes now, before the
+    // sleep, without the lock: it used to live on in `scan` until the next round.
+    scan.clear();
     lock.lock();
-    timer_peers_.insert(timer_peers_.end(), keep.begin(), keep.end());
+    timer_peers_.insert(timer_peers_.end(), std::make_move_iterator(keep.begin()), std::make_move_iterator(keep.end()));
+    keep.clear();
     timer_wake_at_.store(wake.time_since_epoch().count());
     timer_round_done_ = round;
     timer_round_cv_.notify_all();
