@@ -61,7 +61,10 @@ void init_once() {
     n->output = capture;
     return ERR_OK;
   }, ip_input);
-  NETIF_SET_CHECKSUM_CTRL(&g_if, NETIF_CHECKSUM_GEN_IP | NETIF_CHECKSUM_GEN_TCP);
+  // No checksums either way: the injected segments carry none, and computing them for
+  // every segment sent (instrumented, it was a fifth of the time) checks nothing that
+  // capture() reading each packet whole does not.
+  NETIF_SET_CHECKSUM_CTRL(&g_if, 0);
   netif_set_up(&g_if);
   netif_set_link_up(&g_if);
 }
