@@ -394,11 +394,10 @@ void StackImpl::drain_inbound() {
 
 void StackImpl::close() {
   {
-    std::lock_guard lock(out_mu_);
+    // Under both queues' locks: output() and read() read it under the one, write()
+    // under the other (nothing holds both, so the order cannot deadlock).
+    std::scoped_lock lock(out_mu_, in_mu_);
     closed_ = true;
-  }
-  {
-    std::lock_guard lock(in_mu_);
   }
   out_cv_.notify_all();
 }

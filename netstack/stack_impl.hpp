@@ -162,7 +162,7 @@ private:
   std::condition_variable out_cv_;
   std::deque<std::vector<uint8_t>> out_q_;
   std::vector<std::vector<uint8_t>> out_free_;
-  bool closed_ = false;
+  bool closed_ = false;  // written under out_mu_ and in_mu_ both, read under either
   // Stack thread only: while a batch from WireGuard is fed to lwIP, what lwIP emits
   // (ACKs, and what they let TCP send) wakes the reader once, at the end.
   bool in_batch_ = false;
