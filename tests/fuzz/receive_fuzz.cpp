@@ -34,6 +34,8 @@
 //     the time (and after 1,000 such inputs libFuzzer turns leak detection off: what
 //     the device keeps lazily, pooled buffers and grown tables, can still do that in a
 //     long campaign).
+//   - for long campaigns, preset fuzz-campaign (scripts/fuzz_campaign.sh) puts a hash in
+//     place of X25519 and ASan's quarantine at 32 MB: 2,300 inputs/s (2026-12-03).
 //
 // Input: a flags byte (bit 0: preshared key; bit 1: H sends from IPv6; bit 2: a session
 // exists before the first op, one the device answered (it waits for H's first packet to
