@@ -114,12 +114,12 @@ struct GroOptions {
 // With it (the tunnel authenticated the packet, which the kernel's own WireGuard marks
 // CHECKSUM_UNNECESSARY): a TCP or UDP packet (IPv4 not a fragment, IPv6 without extension
 // headers, its IP length the packet's, its transport header whole, a UDP checksum
-// present) gets NEEDS_CSUM with the
-// pseudo-header sum in its checksum field, which changes the packet: the kernel takes
-// CHECKSUM_PARTIAL as verified on local delivery, and computes the checksum only if it
-// forwards the packet (on an interface without checksum offload). Any other packet gets
-// DATA_VALID, which Linux (6.18) accepts on a TUN write and ignores: it still verifies,
-// as tests/unit/tunlinux_test.cpp shows for both flags.
+// present) gets NEEDS_CSUM with the pseudo-header sum in its checksum field, which
+// changes the packet: the kernel takes CHECKSUM_PARTIAL as verified on local delivery,
+// and computes the checksum only if it forwards the packet (on an interface without
+// checksum offload). Any other packet gets DATA_VALID, which Linux (6.18) accepts on a
+// TUN write and ignores: it still verifies, as tests/unit/tunlinux_test.cpp shows for
+// both flags.
 VirtioNetHdr plain_header(std::span<uint8_t> packet, bool trusted);
 
 // Plans the writes for one batch of IP packets: which packets merge, the headers of each
