@@ -40,10 +40,24 @@ struct Endpoint {
   void clear_source() { has_source = false; source = {}; source_ifindex = 0; }
 };
 
-// Receives a batch: datagram i lands at bufs[i].data(), its length in sizes[i] and its
-// sender in eps[i]. Blocks until at least one arrives. Returns the count; after close()
+// Receives a batch into the caller's buffers. Datagram i is the sizes[i] bytes at
+// at[i], from eps[i]. Blocks until at least one arrives. Returns the count; after close()
 // returns 0 with errc::operation_canceled.
-using ReceiveFn = std::function<size_t(std::span<const std::span<uint8_t>> bufs,
+//
+// Where the datagrams lie (zero-copy receive): at[i] points into one of bufs, not
+// necessarily bufs[i]. A coalesced message (UDP GRO) is handed out where the kernel put
+// it, several datagrams in one buffer one after the other, instead of being copied
+// apart:
+//
+//   bufs:   [0: a0 a1 a2 ....] [1: unused] [2: unused] [3: b0 ...] [4: ...]
+//   at:      a0  a1  a2  b0      (at[3] = bufs[3].data() + 0, sizes 1420 1420 1420 96)
+//
+// The promise: datagram i lies whole inside bufs[k] for one k <= i, and k never
+// decreases with i (a buffer's datagrams are consecutive, buffers in order). The
+// datagrams do not overlap, so each may be rewritten in place within its own bytes; a
+// buffer that holds none may have been written over as scratch. Everything lies in bufs
+// and stays valid for as long as the caller keeps them.
+using ReceiveFn = std::function<size_t(std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at,
                                        std::span<size_t> sizes, std::span<Endpoint> eps,
                                        std::error_code& ec)>;
 

@@ -2,7 +2,8 @@
 // addresses and UDP GSO/GRO.
 //   Receive: carried datagrams first → poll(socket, close eventfd) → recvmmsg → per
 //   message, the sender from msg_name, the sticky source and GRO size from the control →
-//   split coalesced messages over the batch, carry what does not fit to the next call.
+//   hand out coalesced messages' datagrams where they landed, carry what does not fit to
+//   the next call.
 //   Send: coalesce runs of equal-size datagrams into UDP_SEGMENT messages → sendmmsg →
 //   a refused segmented message goes again unsegmented (EIO: GSO off for the bind).
 // Addresses and control messages (msg_name, PKTINFO, UDP_GRO) are in linux_msg.cpp.
@@ -335,16 +336,17 @@ public:
   // (the last may be shorter) when gso > 0.
   void add(size_t off, size_t len, uint16_t gso, const Endpoint& ep) { entries_.push_back({off, len, gso, ep}); }
 
-  // Hands out datagrams into bufs[from..] (cut to a smaller buffer, as recvmmsg would);
-  // returns how many.
-  size_t drain(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, std::span<Endpoint> eps,
-               size_t from) {
+  // Copies datagrams out into bufs[from..], one per buffer (cut to a smaller buffer, as
+  // recvmmsg would); returns how many.
+  size_t drain(std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at, std::span<size_t> sizes,
+               std::span<Endpoint> eps, size_t from) {
     size_t i = from;
     for (; i < bufs.size() && !empty(); ++i) {
       Entry& e = entries_[head_];
       const size_t len = e.gso ? std::min<size_t>(e.gso, e.len) : e.len;
       const size_t n = std::min(len, bufs[i].size());
       if (n) std::memcpy(bufs[i].data(), store_.get() + e.off, n);
+      at[i] = bufs[i].data();
       sizes[i] = n;
       eps[i] = e.ep;
       e.off += len;
@@ -413,15 +415,20 @@ struct LinuxBind::Socket {
     return m;
   }
 
-  // The r messages of the last read landed in bufs[out..out + r): splits them into
-  // datagrams from slot `out` on, one per slot, in order. What does not fit the batch
-  // goes to the carry. Returns the datagrams placed.
+  // The r messages of the last read landed in bufs[out..out + r): hands out their
+  // datagrams from slot `out` on, one per slot, in order, each where it landed (no
+  // copy: a coalesced message's datagrams all point into its buffer). What does not fit
+  // the batch is copied to the carry. Returns the datagrams placed.
   //
-  //   before:  bufs[out]   bufs[out+1]   bufs[out+2] ...
+  //   bufs:    bufs[out]   bufs[out+1]   bufs[out+2] ...
   //            [a0 a1 a2]  [b0]          [c0 c1]
-  //   after:   [a0] [a1] [a2] [b0] [c0] | c1 → carry   (with 5 slots left)
-  size_t place(size_t r, size_t out, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
-               std::span<Endpoint> eps) {
+  //   slots:   a0 a1 a2 b0 c0 | c1 → carry   (with 5 slots left)
+  //   at:      &a0 &a1 &a2 &b0 &c0            (into bufs[out], bufs[out], ..., bufs[out+2])
+  //
+  // Message j's first datagram takes slot out + (datagrams before it) >= out + j, so
+  // the buffer holding a slot's datagram is never after the slot (ReceiveFn's promise).
+  size_t place(size_t r, size_t out, std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at,
+               std::span<size_t> sizes, std::span<Endpoint> eps) {
     size_t total = 0;
     for (size_t j = 0; j < r; ++j) {
       got[j] = describe(j, bufs[out + j].size());
@@ -435,7 +442,6 @@ struct LinuxBind::Socket {
     while (p < r && used + got[p].segments <= avail) used += got[p++].segments;
     const size_t part = p < r ? avail - used : 0;
 
-    // Carry the rest before the split below writes over the slots that hold it.
     if (p < r) {
       const size_t skip = part * got[p].gso;  // part > 0 only for a coalesced message
       size_t bytes = got[p].len - skip;
@@ -451,22 +457,15 @@ struct LinuxBind::Socket {
       }
     }
 
-    // Split, last message first. Message j's datagrams go to the slots from out + start
-    // on, where start (the datagrams of the messages before it) is at least j: never
-    // below its own slot, and only over slots whose messages were already split or
-    // carried. Its first datagram may already be where it belongs.
-    size_t start = used + part;
-    for (size_t j = p < r && part > 0 ? p + 1 : p; j-- > 0;) {
+    size_t slot = out;
+    for (size_t j = 0; j < r && j <= p; ++j) {
       const Message& m = got[j];
       const size_t k = j == p ? part : m.segments;
-      start -= k;
-      const uint8_t* src = bufs[out + j].data();
-      for (size_t seg = k; seg-- > 0;) {
-        const size_t slot = out + start + seg;
+      uint8_t* src = bufs[out + j].data();
+      for (size_t seg = 0; seg < k; ++seg, ++slot) {
         const size_t off = seg * m.gso;
-        const size_t len = m.gso ? std::min<size_t>(m.gso, m.len - off) : m.len;
-        if (slot != out + j) std::memcpy(bufs[slot].data(), src + off, len);
-        sizes[slot] = len;
+        at[slot] = src + off;
+        sizes[slot] = m.gso ? std::min<size_t>(m.gso, m.len - off) : m.len;
         eps[slot] = m.ep;
       }
     }
@@ -542,10 +541,10 @@ std::vector<ReceiveFn> LinuxBind::open(uint16_t port, uint16_t& actual_port, std
   std::vector<ReceiveFn> fns;
   for (Socket* sock : {sockets_->v4.get(), sockets_->v6.get()}) {
     if (!sock) continue;
-    fns.emplace_back([this, sock, generation](std::span<const std::span<uint8_t>> bufs,
+    fns.emplace_back([this, sock, generation](std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at,
                                               std::span<size_t> sizes, std::span<Endpoint> eps,
                                               std::error_code& e) {
-      return receive(*sock, generation, bufs, sizes, eps, e);
+      return receive(*sock, generation, bufs, at, sizes, eps, e);
     });
   }
   actual_port = bound;
@@ -568,10 +567,11 @@ void LinuxBind::close() {
 // Where the kernel writes: straight into the caller's buffers when a coalesced message
 // fits them (always without GRO; with it, buffers of kGroBufferSize, as the core gives),
 // reading about as many messages as fill the batch at the last read's datagrams per
-// message, then splitting them in place. Smaller buffers with GRO read one message per
+// message, whose datagrams are then handed out where they landed. Smaller buffers with GRO read one message per
 // syscall into the carry's 64 KB and copy out of it.
 size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::span<uint8_t>> bufs,
-                          std::span<size_t> sizes, std::span<Endpoint> eps, std::error_code& ec) {
+                          std::span<uint8_t*> at, std::span<size_t> sizes, std::span<Endpoint> eps,
+                          std::error_code& ec) {
   if (!enter(generation)) {
     ec = std::make_error_code(std::errc::operation_canceled);
     return 0;
@@ -579,13 +579,14 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
   ScopeExit done{[this] { leave(); }};
   std::lock_guard lock(s.receive_mu);
   const int wake = sockets_->wake.get();
-  const size_t n = std::min({bufs.size(), sizes.size(), eps.size(), kBatchSize});
+  const size_t n = std::min({bufs.size(), at.size(), sizes.size(), eps.size(), kBatchSize});
   bufs = bufs.first(n);
+  at = at.first(n);
   sizes = sizes.first(n);
   eps = eps.first(n);
 
   // 1. What an earlier receive could not hand out comes first.
-  size_t out = s.carry.drain(bufs, sizes, eps, 0);
+  size_t out = s.carry.drain(bufs, at, sizes, eps, 0);
   if (out == 0 && s.drained) {
     if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec)) return 0;
   }
@@ -616,11 +617,11 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
     if (r > 0) {
       // 3. Split into datagrams.
       if (direct) {
-        out += s.place(static_cast<size_t>(r), out, bufs, sizes, eps);
+        out += s.place(static_cast<size_t>(r), out, bufs, at, sizes, eps);
       } else {
         const Message msg = s.describe(0, kGroBufferSize);
         s.carry.add(0, msg.len, msg.gso, msg.ep);
-        out += s.carry.drain(bufs, sizes, eps, out);
+        out += s.carry.drain(bufs, at, sizes, eps, out);
       }
       // 4. Fill the rest of the batch while the socket may hold more: it filled every
       // message asked for, and nothing had to be carried.

@@ -35,8 +35,8 @@ public:
   static constexpr size_t kMaxGsoBytes4 = 65535 - 20 - 8;
   static constexpr size_t kMaxGsoBytes6 = 65535 - 8;
   // With GRO on, receive buffers of at least this size take datagrams straight from the
-  // kernel (wg::kBufferSize is larger) and coalesced messages are split in place, from
-  // the last to the first; smaller ones go through a per-socket 64 KB scratch, one
+  // kernel (wg::kBufferSize is larger) and a coalesced message's datagrams are handed out
+  // where they landed, several in one buffer (see ReceiveFn); smaller ones go through a per-socket 64 KB scratch, one
   // message per syscall (correct, slower). Datagrams that do not fit the batch wait in
   // that per-socket carry: usually part of one message, at most what one read took
   // (kBatchSize messages of 64 KB, when a read meets a burst of coalesced messages after
@@ -107,7 +107,8 @@ private:
   struct Sockets;  // the open sockets and the eventfd that close() signals
 
   size_t receive(Socket& s, uint64_t generation, std::span<const std::span<uint8_t>> bufs,
-                 std::span<size_t> sizes, std::span<Endpoint> eps, std::error_code& ec);
+                 std::span<uint8_t*> at, std::span<size_t> sizes, std::span<Endpoint> eps,
+                 std::error_code& ec);
   // enter() registers a user of sockets_ (false when closed, or when `generation` is not
   // 0 and not the current one); leave() ends it. close() waits for all users to leave.
   bool enter(uint64_t generation);

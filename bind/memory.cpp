@@ -48,8 +48,8 @@ std::vector<ReceiveFn> MemoryBind::open(uint16_t port, uint16_t& actual_port, st
   open_ = true;
   queue_.clear();
   ec.clear();
-  return {[this](auto bufs, auto sizes, auto eps, std::error_code& e) {
-    return receive(bufs, sizes, eps, e);
+  return {[this](auto bufs, auto at, auto sizes, auto eps, std::error_code& e) {
+    return receive(bufs, at, sizes, eps, e);
   }};
 }
 
@@ -83,21 +83,30 @@ uint64_t MemoryBind::dropped() const {
   return dropped_;
 }
 
-size_t MemoryBind::receive(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
-                           std::span<Endpoint> eps, std::error_code& ec) {
+size_t MemoryBind::receive(std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at,
+                           std::span<size_t> sizes, std::span<Endpoint> eps, std::error_code& ec) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !open_ || !queue_.empty(); });
   if (!open_) {
     ec = std::make_error_code(std::errc::operation_canceled);
     return 0;
   }
-  size_t n = 0;
+  // Datagram n goes to bufs[k] at `used`, after the `in_k` already there; a buffer
+  // holds at least one, so k <= n.
+  size_t n = 0, k = 0, used = 0, in_k = 0;
   while (n < bufs.size() && !queue_.empty()) {
     auto& d = queue_.front();
-    size_t len = std::min(d.data.size(), bufs[n].size());
-    std::memcpy(bufs[n].data(), d.data.data(), len);
+    if (in_k > 0 && (in_k == pack_ || used + d.data.size() > bufs[k].size())) {
+      ++k;
+      used = in_k = 0;
+    }
+    size_t len = std::min(d.data.size(), bufs[k].size() - used);
+    if (len) std::memcpy(bufs[k].data() + used, d.data.data(), len);
+    at[n] = bufs[k].data() + used;
     sizes[n] = len;
     eps[n] = endpoint_for(d.from);
+    used += len;
+    ++in_k;
     queue_.pop_front();
     ++n;
   }

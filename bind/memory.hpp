@@ -3,6 +3,7 @@
 // like UDP, drops when full (drops are counted).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -47,6 +48,12 @@ public:
   void set_mark(uint32_t mark, std::error_code& ec) override { mark_ = mark; ec.clear(); }
   size_t batch_size() const override { return 128; }
 
+  // Hands out up to n datagrams back to back in one buffer, as a receive with UDP GRO
+  // does (conn::ReceiveFn: the zero-copy contract); 1, the default, one per buffer.
+  void set_pack(size_t n) {
+    std::lock_guard lock(mu_);
+    pack_ = std::max<size_t>(n, 1);
+  }
   uint16_t port() const { return port_; }
   uint32_t mark() const { return mark_; }
   uint64_t dropped() const;
@@ -55,7 +62,7 @@ public:
 private:
   friend class MemoryNetwork;
   bool push(uint16_t from_port, std::span<const uint8_t> data);
-  size_t receive(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+  size_t receive(std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at, std::span<size_t> sizes,
                  std::span<Endpoint> eps, std::error_code& ec);
 
   MemoryNetwork& net_;
@@ -71,6 +78,7 @@ private:
   bool open_ = false;
   uint16_t port_ = 0;
   uint64_t dropped_ = 0;
+  size_t pack_ = 1;
 };
 
 }  // namespace conn

@@ -187,6 +187,7 @@ private:
   void send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams);
   // receive.cpp
   void bind_receiver(conn::ReceiveFn receive);
+  void release_inbound(Batch& b);
   void decrypt_batch(Batch& b);
   void flush_inbound(Peer& p, Batch* done);
   void queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from);

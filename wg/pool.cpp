@@ -10,10 +10,16 @@ size_t BufferPool::take_locked(uint8_t** out, size_t n) {
     free_.pop_back();
   }
   while (got < n && storage_.size() < limit_) {
-    storage_.push_back(std::make_unique_for_overwrite<uint8_t[]>(kBufferSize));
-    out[got++] = storage_.back().get();
+    storage_.push_back(std::make_unique_for_overwrite<uint8_t[]>(kHeader + kBufferSize));
+    uint8_t* raw = storage_.back().get();
+    new (raw) std::atomic<uint32_t>(1);
+    out[got++] = raw + kHeader;
   }
   return got;
+}
+
+BufferPool::~BufferPool() {
+  for (auto& raw : storage_) std::launder(reinterpret_cast<std::atomic<uint32_t>*>(raw.get()))->~atomic();
 }
 
 size_t BufferPool::take(uint8_t** out, size_t n) {
@@ -48,6 +54,11 @@ void BufferPool::close() {
 size_t BufferPool::allocated() const {
   std::lock_guard lock(mu_);
   return storage_.size();
+}
+
+size_t BufferPool::idle() const {
+  std::lock_guard lock(mu_);
+  return free_.size();
 }
 
 Batch* BatchPool::take() {

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "bind/bind.hpp"
@@ -22,19 +24,44 @@ inline constexpr size_t kBufferSize = 65536 + 64;
 inline constexpr size_t kHeadroom = kTransportHeaderSize;
 inline constexpr size_t kTailroom = 32;
 
+// Each buffer carries a share count, for a received buffer whose datagrams travel in
+// several batch entries (zero-copy receive, conn::ReceiveFn): the receiver shares it
+// among them before handing any on, and the entry that drops the last share returns it.
+// Outside a sharing (in the pool, or held whole by one owner) a buffer's count is 1.
 class BufferPool {
 public:
   explicit BufferPool(size_t limit) : limit_(limit) {}
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
   // Takes n buffers (blocks while fewer are available, unless closed: then returns 0).
   size_t take(uint8_t** out, size_t n);
   // Takes up to n without blocking.
   size_t try_take(uint8_t** out, size_t n);
   void give(uint8_t* const* bufs, size_t n);
   void give(uint8_t* buf) { give(&buf, 1); }
+  // Sets the shares of buf, held whole by the caller, to n >= 1, before any holder of
+  // one can drop it (handing the holders on publishes it).
+  static void share(uint8_t* buf, uint32_t n) { shares(buf).store(n, std::memory_order_relaxed); }
+  // Drops one share of buf; true when it was the last, and buf is the caller's to give
+  // (its count back at 1).
+  static bool drop(uint8_t* buf) {
+    auto& s = shares(buf);
+    if (s.load(std::memory_order_acquire) == 1) return true;  // not shared, or the others dropped theirs
+    if (s.fetch_sub(1, std::memory_order_acq_rel) != 1) return false;
+    s.store(1, std::memory_order_relaxed);
+    return true;
+  }
   void close();
   size_t allocated() const;
+  size_t idle() const;  // in the pool now; allocated() when every buffer is back
 
 private:
+  // The share count sits in a header of its own cache line in front of the bytes.
+  static constexpr size_t kHeader = 64;
+  static std::atomic<uint32_t>& shares(uint8_t* buf) {
+    return *std::launder(reinterpret_cast<std::atomic<uint32_t>*>(buf - kHeader));
+  }
   size_t take_locked(uint8_t** out, size_t n);
   const size_t limit_;
   mutable std::mutex mu_;
@@ -54,7 +81,8 @@ struct Batch {
   KeypairPtr keypair;
   size_t count = 0;
   bool done = false;  // guarded by the peer's queue mutex
-  std::array<uint8_t*, kMaxBatch> bufs{};
+  std::array<uint8_t*, kMaxBatch> bufs{};     // outbound: a pool buffer; inbound: the datagram
+  std::array<uint8_t*, kMaxBatch> owners{};   // inbound: the pool buffer holding it (one share)
   std::array<size_t, kMaxBatch> sizes{};      // datagram or plaintext size (see send/receive)
   std::array<uint64_t, kMaxBatch> counters{};
   std::array<bool, kMaxBatch> ok{};

@@ -41,12 +41,18 @@ size_t inner_packet_length(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-// 1-3. Receive, classify, group.
+// 1-3. Receive, classify, group. The bind may hand several datagrams out of one buffer
+// (a coalesced message, conn::ReceiveFn): each batch entry then points into it and holds
+// one share of it (BufferPool::share), and the entry that drops the last share gives the
+// buffer back (release_inbound). Buffers no entry took stay for the next receive.
 void Device::bind_receiver(conn::ReceiveFn receive) {
   std::array<uint8_t*, kMaxBatch> bufs{};
   std::array<std::span<uint8_t>, kMaxBatch> spans;
+  std::array<uint8_t*, kMaxBatch> at{};
   std::array<size_t, kMaxBatch> sizes{};
   std::array<conn::Endpoint, kMaxBatch> eps;
+  std::array<uint32_t, kMaxBatch> shares{};   // entries handed on, per buffer
+  std::array<Batch*, kMaxBatch> ready{};      // batches of this pass, to hand on at its end
   if (buffers_.take(bufs.data(), batch_) < batch_) return;  // take() gives all or blocks
   size_t have = batch_;
   unsigned failures = 0;  // receives failed in a row
@@ -54,7 +60,7 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
   for (;;) {
     for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize};
     std::error_code ec;
-    size_t n = receive(std::span(spans.data(), have), std::span(sizes.data(), have),
+    size_t n = receive(std::span(spans.data(), have), std::span(at.data(), have), std::span(sizes.data(), have),
                        std::span(eps.data(), have), ec);
     if (ec) {
       if (!keep_reading_after(ec, failures, "receive", false)) break;
@@ -64,22 +70,29 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
 
     // Batches being built in this pass, one per keypair (usually one in all).
     std::array<Batch*, 8> open{};
-    size_t open_n = 0;
+    size_t open_n = 0, ready_n = 0;
     std::optional<IndexTable::Entry> last;
     uint32_t last_index = 0;
-    size_t kept = 0;
+    std::fill_n(shares.begin(), have, 0);
+    size_t k = 0;  // the buffer holding datagram i: never after i, never decreasing (ReceiveFn)
 
     for (size_t i = 0; i < n; ++i) {
-      uint8_t* d = bufs[i];
+      uint8_t* d = at[i];
+      const size_t from = k;
+      while (k <= i && !(d >= bufs[k] && sizes[i] <= kBufferSize && d + sizes[i] <= bufs[k] + kBufferSize)) ++k;
+      if (k > i) {  // not where the bind promised: a bug in it, never a datagram's doing
+        log::error("receive: datagram {} of {} outside its buffers, dropped", i, n);
+        stats_.dropped_invalid.fetch_add(1, std::memory_order_relaxed);
+        k = from;
+        continue;
+      }
       auto type = classify_message(d, sizes[i]);
       if (!type) {
         stats_.dropped_invalid.fetch_add(1, std::memory_order_relaxed);
-        bufs[kept++] = d;
         continue;
       }
       if (*type != MessageType::transport) {
-        queue_handshake(d, sizes[i], eps[i]);
-        bufs[kept++] = d;
+        queue_handshake(d, sizes[i], eps[i]);  // copies it
         continue;
       }
       auto h = load_message<MessageTransportHeader>(d);
@@ -89,43 +102,50 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
       }
       if (!last || !last->keypair) {
         stats_.dropped_invalid.fetch_add(1, std::memory_order_relaxed);
-        bufs[kept++] = d;
         continue;
       }
       Batch* b = nullptr;
-      for (size_t k = 0; k < open_n; ++k)
-        if (open[k]->keypair == last->keypair && open[k]->count < kMaxBatch) b = open[k];
+      for (size_t o = 0; o < open_n; ++o)
+        if (open[o]->keypair == last->keypair && open[o]->count < kMaxBatch) b = open[o];
       if (!b) {
-        if (open_n == open.size()) {  // many keypairs in one read: ship the oldest
-          Batch* full = open[0];
+        if (open_n == open.size()) {  // many keypairs in one read: close the oldest
+          ready[ready_n++] = open[0];
           std::memmove(open.data(), open.data() + 1, (open_n - 1) * sizeof(Batch*));
           --open_n;
-          {
-            std::lock_guard ql(full->peer->queue_mu_);
-            full->peer->inbound_.push_back(full);
-          }
-          submit(full);
         }
         b = open[open_n++] = batches_.take();
         b->kind = Batch::Kind::inbound;
         b->peer = last->peer;
         b->keypair = last->keypair;
       }
+      ++shares[k];
+      b->owners[b->count] = bufs[k];
       b->bufs[b->count] = d;
       b->sizes[b->count] = sizes[i];
       b->counters[b->count] = h.counter;
       b->sources[b->count++] = eps[i];
     }
-    for (size_t k = 0; k < open_n; ++k) {
-      {
-        std::lock_guard ql(open[k]->peer->queue_mu_);
-        open[k]->peer->inbound_.push_back(open[k]);
+    for (size_t o = 0; o < open_n; ++o) ready[ready_n++] = open[o];
+
+    // Every share is counted before any batch is handed on (a worker may drop them at
+    // once); the buffers no entry took stay.
+    size_t kept = 0, handed = 0;
+    for (size_t j = 0; j < have; ++j) {
+      if (shares[j] == 0) {
+        bufs[kept++] = bufs[j];
+        continue;
       }
-      submit(open[k]);
+      if (shares[j] > 1) BufferPool::share(bufs[j], shares[j]);
+      ++handed;
     }
-    if (n - kept > 0 && n <= kAnswerPass && answers_from_tun_) answer_from_tun();
-    // Unused buffers of this pass stay; refill the ones handed on.
-    for (size_t i = n; i < have; ++i) bufs[kept++] = bufs[i];
+    for (size_t r = 0; r < ready_n; ++r) {
+      {
+        std::lock_guard ql(ready[r]->peer->queue_mu_);
+        ready[r]->peer->inbound_.push_back(ready[r]);
+      }
+      submit(ready[r]);
+    }
+    if (handed > 0 && n <= kAnswerPass && answers_from_tun_) answer_from_tun();
     while (kept < batch_) {
       size_t got = buffers_.take(bufs.data() + kept, batch_ - kept);
       if (got == 0) break;  // closing
@@ -135,6 +155,15 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
     if (have < batch_) break;
   }
   buffers_.give(bufs.data(), have);
+}
+
+// An inbound batch's buffers, each given back when its last entry is done with it.
+void Device::release_inbound(Batch& b) {
+  std::array<uint8_t*, kMaxBatch> free;
+  size_t m = 0;
+  for (size_t i = 0; i < b.count; ++i)
+    if (BufferPool::drop(b.owners[i])) free[m++] = b.owners[i];
+  buffers_.give(free.data(), m);
 }
 
 // 4. Decrypt in place; sizes become plaintext sizes.
@@ -219,7 +248,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
       tun_.write(std::span(out.data(), m), kHeadroom, ec);
       if (ec) log::verbose("tun write: {}", ec.message());
     }
-    buffers_.give(b->bufs.data(), b->count);
+    release_inbound(*b);
     batches_.give(b);
   });
 }

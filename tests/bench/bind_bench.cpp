@@ -38,12 +38,13 @@ struct Link {
   std::vector<std::span<const uint8_t>> out;
   std::vector<std::vector<uint8_t>> in_storage;
   std::vector<std::span<uint8_t>> in;
+  std::vector<uint8_t*> at;
   std::vector<size_t> sizes;
   std::vector<conn::Endpoint> eps;
 
   Link(bool gso, bool gro)
       : a(offloads(gso, true)), b(offloads(true, gro)), out_storage(kBatch, std::vector<uint8_t>(kDatagram, 0x5a)),
-        in_storage(kBatch, std::vector<uint8_t>(kReceiveBuffer)), sizes(kBatch), eps(kBatch) {
+        in_storage(kBatch, std::vector<uint8_t>(kReceiveBuffer)), at(kBatch), sizes(kBatch), eps(kBatch) {
     std::error_code ec;
     uint16_t pa = 0, pb = 0;
     a.open(0, pa, ec);
@@ -63,7 +64,7 @@ struct Link {
   // The datagrams of one receive; false when the receive failed (B closed).
   bool receive_some(size_t& n) {
     std::error_code ec;
-    n = receive(in, sizes, eps, ec);
+    n = receive(in, at, sizes, eps, ec);
     return !ec;
   }
 };

@@ -87,8 +87,8 @@ struct DeviceFuzzAccess {
   // One batch through bind_receiver: classify, look up, decrypt, flush to the TUN.
   static void receive(Device& d, std::vector<std::vector<uint8_t>>& batch, const conn::Endpoint& from) {
     bool given = false;
-    conn::ReceiveFn fn = [&](std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
-                             std::span<conn::Endpoint> eps, std::error_code& ec) -> size_t {
+    conn::ReceiveFn fn = [&](std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at,
+                             std::span<size_t> sizes, std::span<conn::Endpoint> eps, std::error_code& ec) -> size_t {
       if (given) {
         ec = std::make_error_code(std::errc::operation_canceled);
         return 0;
@@ -97,6 +97,7 @@ struct DeviceFuzzAccess {
       size_t n = std::min(batch.size(), bufs.size());
       for (size_t i = 0; i < n; ++i) {
         if (!batch[i].empty()) std::memcpy(bufs[i].data(), batch[i].data(), batch[i].size());
+        at[i] = bufs[i].data();
         sizes[i] = batch[i].size();
         eps[i] = from;
       }

@@ -67,13 +67,13 @@ public:
   std::vector<conn::ReceiveFn> open(uint16_t port, uint16_t& actual, std::error_code& ec) override {
     auto fns = real_.open(port, actual, ec);
     for (auto& fn : fns)
-      fn = [this, fn](std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+      fn = [this, fn](std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at, std::span<size_t> sizes,
                       std::span<conn::Endpoint> eps, std::error_code& e) -> size_t {
         if (int err = receive_faults.next()) {
           e = sys(err);
           return 0;
         }
-        return fn(bufs, sizes, eps, e);
+        return fn(bufs, at, sizes, eps, e);
       };
     return fns;
   }
