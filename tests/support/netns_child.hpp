@@ -22,12 +22,39 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <thread>
+#include <utility>
 
 namespace wgtest {
 
 // A failed expectation inside the child: thrown, caught by run_in_netns, reported.
 struct ChildFailure {
   std::string what;
+};
+
+// A thread beside the child's test body that a failed EXPECT does not leave joinable:
+// the unwinding runs `stop` (which must make `body` return, e.g. close what it blocks
+// on) and joins. A joinable std::thread destroyed by the unwinding would call
+// std::terminate, and the child would die of SIGABRT without the failure's message.
+// `body` must not EXPECT itself (a throw on its thread terminates too): it leaves what
+// it saw for the test body to check after join().
+class StoppingThread {
+public:
+  StoppingThread(std::function<void()> body, std::function<void()> stop)
+      : stop_(std::move(stop)), thread_(std::move(body)) {}
+  ~StoppingThread() {
+    if (thread_.joinable()) {
+      stop_();
+      thread_.join();
+    }
+  }
+  StoppingThread(const StoppingThread&) = delete;
+  StoppingThread& operator=(const StoppingThread&) = delete;
+  void join() { thread_.join(); }
+
+private:
+  std::function<void()> stop_;
+  std::thread thread_;
 };
 
 #define EXPECT(cond)                                                                                  \

@@ -630,19 +630,21 @@ TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[
     std::error_code read_ec;
     std::atomic<bool> returned{false};
     std::atomic<pid_t> reader_tid{0};
-    std::thread reader([&] {
-      reader_tid = ::gettid();
-      Batch b(4, 2048);
-      for (;;) {
-        std::error_code ec;
-        tun->read(b.spans, b.sizes, kOffset, ec);
-        if (ec) {
-          read_ec = ec;
-          break;
-        }
-      }
-      returned = true;
-    });
+    wgtest::StoppingThread reader(
+        [&] {
+          reader_tid = ::gettid();
+          Batch b(4, 2048);
+          for (;;) {
+            std::error_code ec;
+            tun->read(b.spans, b.sizes, kOffset, ec);
+            if (ec) {
+              read_ec = ec;
+              break;
+            }
+          }
+          returned = true;
+        },
+        [&] { tun->close(); });
     EXPECT(blocked_in_kernel(reader_tid));
     sh("ip link del wgt0");
     EXPECT(log2.expect(tun::Event::down));
@@ -718,12 +720,14 @@ TEST_CASE("tun: close() unblocks a blocked read and removes the interface", "[tu
     std::error_code read_ec;
     std::atomic<bool> returned{false};
     std::atomic<pid_t> reader_tid{0};
-    std::thread reader([&] {
-      reader_tid = ::gettid();
-      Batch b(4, 2048);
-      tun->read(b.spans, b.sizes, kOffset, read_ec);
-      returned = true;
-    });
+    wgtest::StoppingThread reader(
+        [&] {
+          reader_tid = ::gettid();
+          Batch b(4, 2048);
+          tun->read(b.spans, b.sizes, kOffset, read_ec);
+          returned = true;
+        },
+        [&] { tun->close(); });
     EXPECT(blocked_in_kernel(reader_tid));
     EXPECT(!returned);
 
@@ -964,16 +968,20 @@ TEST_CASE("tun: read_now takes what is queued without blocking, wait_readable wa
     step("wait_readable sleeps until a datagram comes, read_now then takes it");
     std::atomic<pid_t> tid{0};
     std::atomic<bool> woke{false};
-    std::thread waiter([&] {
-      tid = static_cast<pid_t>(::gettid());
-      std::error_code wec;
-      EXPECT_MSG(tun->wait_readable(wec) && !wec, wec.message());
-      woke = true;
-    });
+    bool readable = false;
+    std::error_code wec;
+    wgtest::StoppingThread waiter(
+        [&] {
+          tid = static_cast<pid_t>(::gettid());
+          readable = tun->wait_readable(wec);
+          woke = true;
+        },
+        [&] { tun->close(); });
     EXPECT(eventually([&] { return blocked_in_kernel(tid); }));
     EXPECT(!woke);
     send_udp("now");
     waiter.join();
+    EXPECT_MSG(readable && !wec, wec.message());
     size_t n = 0;
     std::vector<uint8_t> got;
     for (auto until = std::chrono::steady_clock::now() + 2s; got.empty() && std::chrono::steady_clock::now() < until;) {
