@@ -567,8 +567,8 @@ void LinuxBind::close() {
 // Where the kernel writes: straight into the caller's buffers when a coalesced message
 // fits them (always without GRO; with it, buffers of kGroBufferSize, as the core gives),
 // reading about as many messages as fill the batch at the last read's datagrams per
-// message, whose datagrams are then handed out where they landed. Smaller buffers with GRO read one message per
-// syscall into the carry's 64 KB and copy out of it.
+// message, whose datagrams are then handed out where they landed. Smaller buffers with
+// GRO read one message per syscall into the carry's 64 KB and copy out of it.
 size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::span<uint8_t>> bufs,
                           std::span<uint8_t*> at, std::span<size_t> sizes, std::span<Endpoint> eps,
                           std::error_code& ec) {

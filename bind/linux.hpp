@@ -36,8 +36,8 @@ public:
   static constexpr size_t kMaxGsoBytes6 = 65535 - 8;
   // With GRO on, receive buffers of at least this size take datagrams straight from the
   // kernel (wg::kBufferSize is larger) and a coalesced message's datagrams are handed out
-  // where they landed, several in one buffer (see ReceiveFn); smaller ones go through a per-socket 64 KB scratch, one
-  // message per syscall (correct, slower). Datagrams that do not fit the batch wait in
+  // where they landed, several in one buffer (see ReceiveFn); smaller ones go through a
+  // per-socket 64 KB scratch, one message per syscall (correct, slower). Datagrams that do not fit the batch wait in
   // that per-socket carry: usually part of one message, at most what one read took
   // (kBatchSize messages of 64 KB, when a read meets a burst of coalesced messages after
   // single datagrams); more than 128 KB is freed once handed out.
