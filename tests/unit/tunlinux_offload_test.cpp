@@ -45,6 +45,7 @@
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/offload.hpp"
 #include "tunlinux/tun.hpp"
+#include "wg/base/fd.hpp"
 
 namespace {
 
@@ -1200,9 +1201,12 @@ TEST_CASE("tun offload: a 1 MB TCP send reads back as MTU-sized, checksummed seg
     step("connect from the namespace to 198.19.0.2 through the TUN");
     std::atomic<bool> sent{false};
     std::string sender_error;
-    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const wg::UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int s = sock.get();
     EXPECT(s >= 0);
-    std::thread sender([&] {
+    // A failed EXPECT below unwinds: the sender is stopped (the socket shut down) and
+    // joined first, so that the failure is reported; the socket closes after it.
+    wgtest::StoppingThread sender([&] {
       sockaddr_in to{};
       to.sin_family = AF_INET;
       to.sin_port = htons(kPort);
@@ -1224,21 +1228,7 @@ TEST_CASE("tun offload: a 1 MB TCP send reads back as MTU-sized, checksummed seg
       sent = true;
       char c;
       [[maybe_unused]] ssize_t r = ::recv(s, &c, 1, 0);  // until we close
-    });
-    // A failed EXPECT below throws: the sender is stopped and joined first, so that the
-    // failure is reported (a joinable std::thread destroyed by the unwinding called
-    // std::terminate, and the child died of SIGABRT with no message).
-    struct JoinOnThrow {
-      std::thread& t;
-      int s;
-      ~JoinOnThrow() {
-        if (t.joinable()) {
-          ::shutdown(s, SHUT_RDWR);
-          t.join();
-        }
-        ::close(s);
-      }
-    } join_on_throw{sender, s};
+    }, [s] { ::shutdown(s, SHUT_RDWR); });
 
     const Segment syn = read_segment(*tun, kPort);
     EXPECT(syn.flags == kSyn);
