@@ -94,6 +94,7 @@ public:
   // mark is remembered and applied by later open()s; setting the current mark is a no-op.
   void set_mark(uint32_t mark, std::error_code& ec) override;
   size_t batch_size() const override { return kBatchSize; }
+  bool also_wait_on(size_t receiver, int fd) override;
 
   // Whether sends use UDP_SEGMENT now: allowed by the options, taken by the kernel at the
   // last open(), not turned off by EIO since. False before the first open().

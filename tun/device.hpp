@@ -52,6 +52,18 @@ public:
     ec.clear();
     return 0;
   }
+  // For a caller that waits on the device among other descriptors (one thread serving
+  // the TUN and a socket): adds to (on) or removes from the epoll instance `epfd` a
+  // descriptor that polls readable, level-triggered, while the kernel holds packets for
+  // read_now(). Packets read_now() left behind when its buffers ran out (the rest of a
+  // super-packet) are not signalled there: the caller whose buffers all filled reads
+  // again or leaves it to wait_readable(), which sees them. False if the device cannot
+  // (or is closed). Thread-safe.
+  virtual bool epoll_watch(int epfd, bool on) {
+    (void)epfd;
+    (void)on;
+    return false;
+  }
 
   // Largest batch read() returns and write() takes at once.
   virtual size_t batch_size() const = 0;

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -334,6 +335,26 @@ size_t Tun::read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t>
     [[maybe_unused]] ssize_t r = ::write(kick_fd_, &one, sizeof one);
   }
   return n;
+}
+
+bool Tun::epoll_watch(int epfd, bool on) {
+  std::shared_lock lock(io_mu_);
+  const int fd = fd_.load(std::memory_order_relaxed);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (!on) {  // whatever the state: close_fd_ stays readable once closed
+    if (fd >= 0) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
+    return ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev) == 0;
+  }
+  if (closed_.load(std::memory_order_acquire) || fd < 0 || kick_fd_ < 0) return false;
+  // The close eventfd too: closing (or the interface's deletion) wakes the waiter, whose
+  // read_now() then says so.
+  ev.data.fd = close_fd_;
+  if (::epoll_ctl(epfd, EPOLL_CTL_ADD, close_fd_, &ev) != 0) return false;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+  ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev);
+  return false;
 }
 
 size_t Tun::read_queued(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,

@@ -120,6 +120,9 @@ public:
   bool wait_readable(std::error_code& ec) override;
   size_t read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                   std::error_code& ec) override;
+  // The TUN descriptor itself, added under the lock that closing takes (never a number
+  // reused after close), and the close eventfd, so that closing wakes the waiter.
+  bool epoll_watch(int epfd, bool on) override;
 
   size_t batch_size() const override { return 128; }
   // The interface MTU, read at open and refreshed from rtnetlink events.

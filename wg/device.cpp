@@ -3,6 +3,7 @@
 #include "wg/device.hpp"
 
 #include <pthread.h>
+#include <sys/epoll.h>
 
 #include <algorithm>
 #include <iterator>
@@ -27,6 +28,7 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
       answers_from_tun_(options.answer_from_tun && tun.can_read_now()),
+      light_possible_(answers_from_tun_ && options.one_thread_when_light),
       hs_load_(options.handshake_queue) {
   clock_ = options_.clock;
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
@@ -67,6 +69,8 @@ void Device::close() {
     { std::lock_guard lock(hs_mu_); }
     hs_cv_.notify_all();
     poke_timers();
+    { std::lock_guard lock(light_mu_); }
+    light_cv_.notify_all();
     { std::lock_guard lock(timer_mu_); }
     timer_round_cv_.notify_all();  // a clock_moved() waiting for a round that will not come
     if (tun_thread_.joinable()) tun_thread_.join();
@@ -105,9 +109,17 @@ std::error_code Device::open_bind_locked() {
     std::unique_lock lock(config_mu_);
     listen_port_ = actual;
   }
-  for (auto& fn : fns) receivers_.emplace_back([this, fn] {
+  if (light_possible_) {
+    std::lock_guard lock(light_mu_);
+    for (size_t r = 0; r < fns.size(); ++r) {
+      UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
+      if (ep && !bind_.also_wait_on(r, ep.get())) ep.reset();
+      light_epolls_.push_back(std::move(ep));
+    }
+  }
+  for (size_t r = 0; r < fns.size(); ++r) receivers_.emplace_back([this, fn = fns[r], r] {
     name_thread("wg-udp-recv");
-    bind_receiver(fn);
+    bind_receiver(fn, r);
   });
   return {};
 }
@@ -116,6 +128,13 @@ void Device::close_bind_locked() {
   bind_.close();
   for (auto& t : receivers_) t.join();
   receivers_.clear();
+  // A TUN lent to a receiver comes back to the reader (closing the epoll instances
+  // drops its registration).
+  std::lock_guard lock(light_mu_);
+  light_epolls_.clear();
+  last_receiver_ = -1;
+  tun_server_ = -1;
+  light_cv_.notify_all();
 }
 
 bool Device::keep_reading_after(const std::error_code& ec, unsigned& failures, const char* what, bool loud) {

@@ -19,6 +19,7 @@
 #include "bind/bind.hpp"
 #include "tun/device.hpp"
 #include "wg/allowed_ips.hpp"
+#include "wg/base/fd.hpp"
 #include "wg/cookie.hpp"
 #include "wg/handshake_load.hpp"
 #include "wg/index_table.hpp"
@@ -51,6 +52,16 @@ struct DeviceOptions {
   // and sends it itself: the kernel's answer to what was just written (an echo reply, an
   // ACK) leaves without waking the TUN reader (answer_from_tun).
   bool answer_from_tun = true;
+  // One thread per side when traffic is light: with answer_from_tun, a device that can
+  // be waited on among other descriptors (tun::Device::epoll_watch, the kernel TUN) and
+  // a Bind whose receive can wait on one more (conn::Bind::also_wait_on, LinuxBind),
+  // the TUN reader, after kLightReads light reads in a row with no large receive pass
+  // meanwhile, hands the TUN to the receiving thread that last had traffic and sleeps.
+  // That thread then waits on its socket and the TUN at once and serves both, run to
+  // completion (read, seal, send; receive, open, write, read the answer), until a pass
+  // or a read grows past kAnswerPass packets; then the reader takes the TUN back. A
+  // ping's round trip then wakes one thread per side, not two.
+  bool one_thread_when_light = true;
   // The clock of every protocol decision: rekey, reject and zeroing ages, keepalive and
   // handshake retry timers, cookies, handshake load. Empty: Clock::now. A test may give a
   // clock it moves by hand and call Device::clock_moved() after each move.
@@ -79,6 +90,13 @@ struct DeviceStats {
   // Packets a receiving thread read from the TUN right after writing to it
   // (DeviceOptions::answer_from_tun): answers that left without waking the TUN reader.
   std::atomic<uint64_t> tun_answers{0};
+  // One thread when light (DeviceOptions::one_thread_when_light): times the reader
+  // handed the TUN to a receiving thread, times a receiving thread gave it back (traffic
+  // grew, the TUN failed or closed; not counted when the bind closes), and packets that
+  // thread read from the TUN while it served it.
+  std::atomic<uint64_t> tun_handovers{0};
+  std::atomic<uint64_t> tun_returns{0};
+  std::atomic<uint64_t> tun_light_reads{0};
 };
 
 class Device {
@@ -141,6 +159,8 @@ public:
   bool clock_moved();
   size_t batch_size() const { return batch_; }
   const BufferPool& buffers() const { return buffers_; }
+  // DeviceOptions::one_thread_when_light: light reads in a row before the reader lends the TUN.
+  static constexpr unsigned kLightReads = 8;
 
   // --- used by peers and the pipeline (send.cpp, receive.cpp) ---
   void send_initiation(Peer& p, bool retry);
@@ -180,13 +200,23 @@ private:
   void answer_from_tun();
   static constexpr size_t kAnswerPass = 4;
   static constexpr size_t kAnswerBuffers = 64;  // a 64 KB TSO packet at MSS >= 1024 fits
+  // One thread when light (DeviceOptions::one_thread_when_light). On the reader, after
+  // kLightReads reads of at most kAnswerPass packets with no larger receive pass between:
+  // hands the TUN to the receiving thread that last handed on transport data and sleeps
+  // until it comes back; false if it could not be handed (nothing done).
+  bool lend_tun();
+  // On receiving thread `r` while it serves the TUN, after a pass of `n` datagrams:
+  // reads what the TUN holds and sends it; gives the TUN back when the pass or the read
+  // was larger than kAnswerPass, or the read failed.
+  void serve_tun(size_t r, size_t n);
+  void return_tun(size_t r);
   void stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n);
   void send_staged(Peer& p);
   void encrypt_batch(Batch& b);
   void flush_outbound(Peer& p, Batch* done);
   void send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams);
   // receive.cpp
-  void bind_receiver(conn::ReceiveFn receive);
+  void bind_receiver(conn::ReceiveFn receive, size_t r);  // r: its index among the receivers
   void release_inbound(Batch& b);
   void decrypt_batch(Batch& b);
   void flush_inbound(Peer& p, Batch* done);
@@ -252,6 +282,17 @@ private:
   std::mutex bind_mu_;
   std::vector<std::thread> receivers_;
   std::atomic<bool> up_{false};
+
+  // --- one thread when light (lend_tun, serve_tun) ---
+  const bool light_possible_;  // one_thread_when_light, answer_from_tun and a device that can
+  std::mutex light_mu_;
+  std::condition_variable light_cv_;  // the reader waits on it while the TUN is lent
+  // Per receiver of the open bind: the epoll instance its receive also waits on
+  // (conn::Bind::also_wait_on); invalid where the Bind cannot. Under light_mu_.
+  std::vector<UniqueFd> light_epolls_;
+  std::atomic<int> tun_server_{-1};     // the receiver the TUN is lent to; -1: the reader's
+  std::atomic<int> last_receiver_{-1};  // the receiver that last handed on transport data
+  std::atomic<uint64_t> heavy_passes_{0};  // receive passes of more than kAnswerPass datagrams
 
   // --- crypto jobs ---
   std::mutex jobs_mu_;

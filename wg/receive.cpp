@@ -45,7 +45,7 @@ size_t inner_packet_length(const uint8_t* p, size_t n) {
 // (a coalesced message, conn::ReceiveFn): each batch entry then points into it and holds
 // one share of it (BufferPool::share), and the entry that drops the last share gives the
 // buffer back (release_inbound). Buffers no entry took stay for the next receive.
-void Device::bind_receiver(conn::ReceiveFn receive) {
+void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
   std::array<uint8_t*, kMaxBatch> bufs{};
   std::array<std::span<uint8_t>, kMaxBatch> spans;
   std::array<uint8_t*, kMaxBatch> at{};
@@ -145,7 +145,15 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
       }
       submit(ready[r]);
     }
-    if (handed > 0 && n <= kAnswerPass && answers_from_tun_) answer_from_tun();
+    if (light_possible_) {
+      if (handed > 0 && last_receiver_.load(std::memory_order_relaxed) != static_cast<int>(r))
+        last_receiver_.store(static_cast<int>(r), std::memory_order_relaxed);
+      if (n > kAnswerPass) heavy_passes_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (tun_server_.load(std::memory_order_acquire) == static_cast<int>(r))
+      serve_tun(r, n);
+    else if (handed > 0 && n <= kAnswerPass && answers_from_tun_)
+      answer_from_tun();
     while (kept < batch_) {
       size_t got = buffers_.take(bufs.data() + kept, batch_ - kept);
       if (got == 0) break;  // closing

@@ -31,6 +31,8 @@ void Device::tun_reader() {
   size_t have = 0;
   unsigned failures = 0;  // reads failed in a row
   const bool now_reads = tun_.can_read_now();
+  unsigned light_reads = 0;  // reads of at most kAnswerPass packets in a row (lend_tun)
+  uint64_t heavy_before = 0;  // heavy_passes_ when that run began
 
   while (!closing_) {
     while (have < batch_) {
@@ -62,8 +64,61 @@ void Device::tun_reader() {
     const size_t kept = route_and_stage(bufs.data(), sizes.data(), n);
     for (size_t i = n; i < have; ++i) bufs[kept + i - n] = bufs[i];
     have = kept + (have - n);
+    if (!light_possible_) continue;
+    if (order.owns_lock()) order.unlock();
+    if (n > kAnswerPass) {
+      light_reads = 0;
+    } else if (light_reads++ == 0) {
+      heavy_before = heavy_passes_.load(std::memory_order_relaxed);
+    } else if (light_reads >= kLightReads) {
+      if (heavy_passes_.load(std::memory_order_relaxed) == heavy_before) lend_tun();
+      light_reads = 0;
+    }
   }
   buffers_.give(bufs.data(), have);
+}
+
+bool Device::lend_tun() {
+  std::unique_lock lock(light_mu_);
+  const int r = last_receiver_.load(std::memory_order_relaxed);
+  if (r < 0 || static_cast<size_t>(r) >= light_epolls_.size() || !light_epolls_[r] || closing_) return false;
+  if (!tun_.epoll_watch(light_epolls_[r].get(), true)) return false;
+  tun_server_.store(r, std::memory_order_release);
+  stats_.tun_handovers.fetch_add(1, std::memory_order_relaxed);
+  light_cv_.wait(lock, [&] { return tun_server_.load(std::memory_order_relaxed) < 0 || closing_; });
+  return true;
+}
+
+void Device::serve_tun(size_t r, size_t n) {
+  bool give_back = n > kAnswerPass;
+  if (!give_back) {
+    std::lock_guard order(tun_order_mu_);  // uncontended: the reader sleeps
+    std::array<uint8_t*, kAnswerBuffers> bufs;
+    std::array<std::span<uint8_t>, kAnswerBuffers> spans;
+    std::array<size_t, kAnswerBuffers> sizes{};
+    const size_t have = buffers_.try_take(bufs.data(), bufs.size());
+    for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
+    std::error_code ec;  // a failing device is the reader's to report, once it has the TUN back
+    const size_t got =
+        have ? tun_.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec) : 0;
+    // All buffers filled: the rest of a super-packet may wait in the device, unsignalled
+    // on the epoll instance (tun::Device::epoll_watch), so the reader takes over.
+    give_back = have == 0 || ec || got > kAnswerPass || got == have;
+    if (got > 0) stats_.tun_light_reads.fetch_add(got, std::memory_order_relaxed);
+    size_t kept = got > 0 ? route_and_stage(bufs.data(), sizes.data(), got) : 0;
+    for (size_t i = got; i < have; ++i) bufs[kept++] = bufs[i];
+    buffers_.give(bufs.data(), kept);
+  }
+  if (give_back) return_tun(r);
+}
+
+void Device::return_tun(size_t r) {
+  std::lock_guard lock(light_mu_);
+  if (tun_server_.load(std::memory_order_relaxed) != static_cast<int>(r)) return;
+  if (r < light_epolls_.size() && light_epolls_[r]) tun_.epoll_watch(light_epolls_[r].get(), false);
+  tun_server_.store(-1, std::memory_order_release);
+  stats_.tun_returns.fetch_add(1, std::memory_order_relaxed);
+  light_cv_.notify_all();
 }
 
 size_t Device::route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n) {

@@ -104,7 +104,7 @@ struct DeviceFuzzAccess {
       ec.clear();
       return n;
     };
-    d.bind_receiver(fn);
+    d.bind_receiver(fn, 0);
   }
 
   // One handshake message, as the handshake thread handles it.

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "../support/packet_bytes.hpp"
+#include "bind/linux.hpp"
 #include "bind/memory.hpp"
 #include "seam_faults.hpp"
 #include "tun/memory.hpp"
@@ -867,8 +868,10 @@ TEST_CASE("tun: from_fd adopts an inherited descriptor with or without a virtio-
 }
 
 // Devices a (on the TUN, 198.19.0.1) and b (in memory, 198.19.0.2), peers of each other
-// over a MemoryNetwork, each knowing the other's endpoint, both up.
-void pair_up(wg::Device& a, wg::Device& b) {
+// over a MemoryNetwork (or what `endpoint` says a listen port is), each knowing the
+// other's endpoint, both up.
+void pair_up(wg::Device& a, wg::Device& b,
+             const std::function<conn::Endpoint(uint16_t)>& endpoint = conn::MemoryBind::endpoint_for) {
   wg::PrivateKey ka = wg::crypto::generate_private_key(), kb = wg::crypto::generate_private_key();
   a.set_private_key(ka);
   b.set_private_key(kb);
@@ -878,8 +881,8 @@ void pair_up(wg::Device& a, wg::Device& b) {
   auto to_a = b.add_peer(wg::crypto::public_key(ka));
   a.add_allowed_ip(*to_b, *wg::IpPrefix::parse("198.19.0.2/32"));
   b.add_allowed_ip(*to_a, *wg::IpPrefix::parse("198.19.0.1/32"));
-  a.set_endpoint(*to_b, conn::MemoryBind::endpoint_for(b.listen_port()));
-  b.set_endpoint(*to_a, conn::MemoryBind::endpoint_for(a.listen_port()));
+  a.set_endpoint(*to_b, endpoint(b.listen_port()));
+  b.set_endpoint(*to_a, endpoint(a.listen_port()));
 }
 
 // The core over the real TUN with read faults injected around it (tests/unit/
@@ -1060,6 +1063,110 @@ TEST_CASE("tun: the core answers from the receiving thread, or leaves it to the 
         EXPECT_MSG(answers >= 1, "no reply left from the receiving thread");
       else
         EXPECT(answers == 0);
+      a.close();
+      b.close();
+    }
+  });
+}
+
+// One thread per side when traffic is light (DeviceOptions::one_thread_when_light): after
+// light reads the TUN reader lends the TUN to the receiving thread, which then reads
+// both the socket and the TUN (tun_light_reads: every packet the kernel sends while lent
+// is read there, the reader sleeping); a super-packet makes it give the TUN back, light
+// traffic lends it again, and a TUN closed while lent is given back. Off: never lent.
+//
+//   kernel -> wgt0 (Tun) -> A -> LinuxBind -- 127.0.0.1 -- LinuxBind -> B (MemoryDevice)
+TEST_CASE("tun: with light traffic a receiving thread serves the TUN too, and gives it back when traffic grows",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    using namespace std::chrono_literals;
+    sh("ip link set lo up");
+    for (bool light : {true, false}) {
+      step(light ? "one_thread_when_light on" : "one_thread_when_light off");
+      auto tun = make_tun(1420);
+      conn::LinuxBind bind_a, bind_b;
+      tun::MemoryDevice mem_b;
+      wg::DeviceOptions opts;
+      opts.one_thread_when_light = light;
+      wg::Device a(*tun, bind_a, opts), b(mem_b, bind_b);
+      pair_up(a, b, [](uint16_t port) { return *conn::Endpoint::parse("127.0.0.1:" + std::to_string(port)); });
+      bring_up();
+      const auto& st = a.stats();
+      // Datagrams i..i+count to 198.19.0.2:9, sent one at a time, each reaching B in order.
+      auto one_by_one = [&](int from, int count) {
+        for (int i = from; i < from + count; ++i) {
+          const std::string payload = "datagram " + std::to_string(i);
+          send_udp(payload);
+          for (;;) {
+            auto p = mem_b.take(5s);
+            EXPECT_MSG(p, payload + " never reached B");
+            if (!is_udp_to_discard(*p)) continue;
+            EXPECT_MSG(std::string(p->begin() + 28, p->end()) == payload, "not " + payload);
+            break;
+          }
+        }
+      };
+
+      step("echo requests from B: each answered (A's receiving thread now had traffic)");
+      for (uint16_t seq = 1; seq <= 20; ++seq) {
+        EXPECT(mem_b.inject(echo_request(0x7767, seq, 0)));
+        for (;;) {
+          auto p = mem_b.take(5s);
+          EXPECT_MSG(p, "no reply to echo request " + std::to_string(seq));
+          if (is_echo_reply(0x7767, seq)(*p)) break;
+        }
+      }
+
+      step("datagrams from the kernel one at a time: light reads, so the reader lends the TUN");
+      // Each is a read of one packet, by the reader unless it lent the TUN already (the
+      // replies above may have made enough light reads): kLightReads of them lend it.
+      one_by_one(0, static_cast<int>(wg::Device::kLightReads));
+      if (light)
+        EXPECT_MSG(eventually([&] { return st.tun_handovers.load() == 1; }),
+                   std::to_string(st.tun_handovers.load()) + " handovers");
+      else
+        EXPECT(st.tun_handovers.load() == 0);
+
+      step("100 more: all read by the receiving thread");
+      const uint64_t before = st.tun_light_reads.load();
+      one_by_one(100, 100);
+      if (light) {
+        EXPECT_MSG(st.tun_light_reads.load() - before >= 100,
+                   std::to_string(st.tun_light_reads.load() - before) + " of 100 read while lent");
+        EXPECT(st.tun_handovers.load() == 1);
+        EXPECT(st.tun_returns.load() == 0);
+      } else {
+        EXPECT(st.tun_light_reads.load() == 0);
+      }
+
+      step("a 40-segment super-packet: every segment arrives, in order; the TUN goes back");
+      const std::vector<uint8_t> data(40 * 1000, 'u');
+      EXPECT(wgtest::send_udp_segmented(kPeer, 9, 1000, data));
+      for (int seg = 0; seg < 40; ++seg) {
+        for (;;) {
+          auto p = mem_b.take(5s);
+          EXPECT_MSG(p, "segment " + std::to_string(seg) + " never reached B");
+          if (!is_udp_to_discard(*p)) continue;
+          EXPECT(p->size() == 1028 && (*p)[28] == 'u' && (*p)[1027] == 'u');
+          break;
+        }
+      }
+      if (light) EXPECT(st.tun_returns.load() == 1);
+
+      step("light again: lent again, and the datagrams still arrive in order");
+      one_by_one(200, static_cast<int>(wg::Device::kLightReads) + 2);
+      if (light) {
+        EXPECT_MSG(eventually([&] { return st.tun_handovers.load() == 2; }),
+                   std::to_string(st.tun_handovers.load()) + " handovers");
+        one_by_one(300, 10);
+
+        step("the TUN closes while lent: the receiving thread gives it back");
+        tun->close();
+        EXPECT(eventually([&] { return st.tun_returns.load() == 2; }));
+      } else {
+        EXPECT(st.tun_handovers.load() == 0 && st.tun_returns.load() == 0 && st.tun_light_reads.load() == 0);
+      }
       a.close();
       b.close();
     }
