@@ -55,12 +55,14 @@ struct DeviceOptions {
   // One thread per side when traffic is light: with answer_from_tun, a device that can
   // be waited on among other descriptors (tun::Device::epoll_watch, the kernel TUN) and
   // a Bind whose receive can wait on one more (conn::Bind::also_wait_on, LinuxBind),
-  // the TUN reader, after kLightReads light reads in a row with no large receive pass
-  // meanwhile, hands the TUN to the receiving thread that last had traffic and sleeps.
-  // That thread then waits on its socket and the TUN at once and serves both, run to
-  // completion (read, seal, send; receive, open, write, read the answer), until a pass
-  // or a read grows past kAnswerPass packets; then the reader takes the TUN back. A
-  // ping's round trip then wakes one thread per side, not two.
+  // the TUN reader, after kLightReads light reads in a row spread over at least
+  // kLightWindow, with no large receive pass meanwhile, hands the TUN to the receiving
+  // thread that last had traffic and sleeps. That thread then waits on its socket and the
+  // TUN at once and serves both, run to completion (read, seal, send; receive, open,
+  // write, read the answer), until a pass or a read grows past kAnswerPass packets or
+  // more than kLightBurst packets come within kLightWindow; then the reader takes the TUN
+  // back. A ping's round trip then wakes one thread per side, not two; a stream keeps
+  // both threads (one thread keeping up with small passes would otherwise serialise it).
   bool one_thread_when_light = true;
   // The clock of every protocol decision: rekey, reject and zeroing ages, keepalive and
   // handshake retry timers, cookies, handshake load. Empty: Clock::now. A test may give a
@@ -159,8 +161,12 @@ public:
   bool clock_moved();
   size_t batch_size() const { return batch_; }
   const BufferPool& buffers() const { return buffers_; }
-  // DeviceOptions::one_thread_when_light: light reads in a row before the reader lends the TUN.
+  // DeviceOptions::one_thread_when_light: light reads in a row before the reader lends the
+  // TUN (spread over at least kLightWindow), and the packets within kLightWindow past which
+  // the receiving thread gives it back.
   static constexpr unsigned kLightReads = 8;
+  static constexpr size_t kLightBurst = 32;
+  static constexpr std::chrono::microseconds kLightWindow{1000};
 
   // --- used by peers and the pipeline (send.cpp, receive.cpp) ---
   void send_initiation(Peer& p, bool retry);
@@ -205,10 +211,16 @@ private:
   // hands the TUN to the receiving thread that last handed on transport data and sleeps
   // until it comes back; false if it could not be handed (nothing done).
   bool lend_tun();
+  // Packets a receiving thread served within the current kLightWindow.
+  struct LightWindow {
+    std::chrono::steady_clock::time_point start{};
+    size_t packets = 0;
+  };
   // On receiving thread `r` while it serves the TUN, after a pass of `n` datagrams:
   // reads what the TUN holds and sends it; gives the TUN back when the pass or the read
-  // was larger than kAnswerPass, or the read failed.
-  void serve_tun(size_t r, size_t n);
+  // was larger than kAnswerPass, more than kLightBurst packets came within the window,
+  // or the read failed.
+  void serve_tun(size_t r, size_t n, LightWindow& window);
   void return_tun(size_t r);
   void stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n);
   void send_staged(Peer& p);

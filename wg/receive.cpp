@@ -56,6 +56,7 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
   if (buffers_.take(bufs.data(), batch_) < batch_) return;  // take() gives all or blocks
   size_t have = batch_;
   unsigned failures = 0;  // receives failed in a row
+  LightWindow light_window;  // while this thread serves the TUN (serve_tun)
 
   for (;;) {
     for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize};
@@ -151,7 +152,7 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
       if (n > kAnswerPass) heavy_passes_.fetch_add(1, std::memory_order_relaxed);
     }
     if (tun_server_.load(std::memory_order_acquire) == static_cast<int>(r))
-      serve_tun(r, n);
+      serve_tun(r, n, light_window);
     else if (handed > 0 && n <= kAnswerPass && answers_from_tun_)
       answer_from_tun();
     while (kept < batch_) {

@@ -33,6 +33,7 @@ void Device::tun_reader() {
   const bool now_reads = tun_.can_read_now();
   unsigned light_reads = 0;  // reads of at most kAnswerPass packets in a row (lend_tun)
   uint64_t heavy_before = 0;  // heavy_passes_ when that run began
+  std::chrono::steady_clock::time_point light_from;  // and when
 
   while (!closing_) {
     while (have < batch_) {
@@ -70,8 +71,13 @@ void Device::tun_reader() {
       light_reads = 0;
     } else if (light_reads++ == 0) {
       heavy_before = heavy_passes_.load(std::memory_order_relaxed);
+      light_from = std::chrono::steady_clock::now();
     } else if (light_reads >= kLightReads) {
-      if (heavy_passes_.load(std::memory_order_relaxed) == heavy_before) lend_tun();
+      // Small reads, but not a stream of them (fewer than kLightReads per kLightWindow),
+      // and no large receive pass between.
+      if (heavy_passes_.load(std::memory_order_relaxed) == heavy_before &&
+          std::chrono::steady_clock::now() - light_from >= kLightWindow)
+        lend_tun();
       light_reads = 0;
     }
   }
@@ -89,7 +95,10 @@ bool Device::lend_tun() {
   return true;
 }
 
-void Device::serve_tun(size_t r, size_t n) {
+void Device::serve_tun(size_t r, size_t n, LightWindow& window) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - window.start >= kLightWindow) window = {now, 0};
+  window.packets += n;
   bool give_back = n > kAnswerPass;
   if (!give_back) {
     std::lock_guard order(tun_order_mu_);  // uncontended: the reader sleeps
@@ -103,7 +112,8 @@ void Device::serve_tun(size_t r, size_t n) {
         have ? tun_.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec) : 0;
     // All buffers filled: the rest of a super-packet may wait in the device, unsignalled
     // on the epoll instance (tun::Device::epoll_watch), so the reader takes over.
-    give_back = have == 0 || ec || got > kAnswerPass || got == have;
+    window.packets += got;
+    give_back = have == 0 || ec || got > kAnswerPass || got == have || window.packets > kLightBurst;
     if (got > 0) stats_.tun_light_reads.fetch_add(got, std::memory_order_relaxed);
     size_t kept = got > 0 ? route_and_stage(bufs.data(), sizes.data(), got) : 0;
     for (size_t i = got; i < have; ++i) bufs[kept++] = bufs[i];

@@ -1093,7 +1093,8 @@ TEST_CASE("tun: with light traffic a receiving thread serves the TUN too, and gi
       pair_up(a, b, [](uint16_t port) { return *conn::Endpoint::parse("127.0.0.1:" + std::to_string(port)); });
       bring_up();
       const auto& st = a.stats();
-      // Datagrams i..i+count to 198.19.0.2:9, sent one at a time, each reaching B in order.
+      // Datagrams i..i+count to 198.19.0.2:9, sent one at a time, each reaching B in order,
+      // 1 ms apart: light traffic (fewer than Device::kLightReads per kLightWindow).
       auto one_by_one = [&](int from, int count) {
         for (int i = from; i < from + count; ++i) {
           const std::string payload = "datagram " + std::to_string(i);
@@ -1105,6 +1106,7 @@ TEST_CASE("tun: with light traffic a receiving thread serves the TUN too, and gi
             EXPECT_MSG(std::string(p->begin() + 28, p->end()) == payload, "not " + payload);
             break;
           }
+          std::this_thread::sleep_for(wg::Device::kLightWindow);
         }
       };
 
@@ -1120,7 +1122,8 @@ TEST_CASE("tun: with light traffic a receiving thread serves the TUN too, and gi
 
       step("datagrams from the kernel one at a time: light reads, so the reader lends the TUN");
       // Each is a read of one packet, by the reader unless it lent the TUN already (the
-      // replies above may have made enough light reads): kLightReads of them lend it.
+      // replies above may have made enough light reads): kLightReads of them, spread over
+      // more than kLightWindow, lend it.
       one_by_one(0, static_cast<int>(wg::Device::kLightReads));
       if (light)
         EXPECT_MSG(eventually([&] { return st.tun_handovers.load() == 1; }),
