@@ -675,6 +675,7 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
     if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec, also, &also_ready))
       return 0;
     if (also_ready) {
+      s.drained = true;  // the read just failed: the next receive polls first
       ec.clear();
       return 0;
     }

@@ -342,7 +342,9 @@ bool Tun::epoll_watch(int epfd, bool on) {
   const int fd = fd_.load(std::memory_order_relaxed);
   epoll_event ev{};
   ev.events = EPOLLIN;
+  std::lock_guard wl(watch_mu_);
   if (!on) {  // whatever the state: close_fd_ stays readable once closed
+    std::erase(watchers_, epfd);
     if (fd >= 0) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
     return ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev) == 0;
   }
@@ -352,7 +354,10 @@ bool Tun::epoll_watch(int epfd, bool on) {
   ev.data.fd = close_fd_;
   if (::epoll_ctl(epfd, EPOLL_CTL_ADD, close_fd_, &ev) != 0) return false;
   ev.data.fd = fd;
-  if (::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+  if (::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
+    watchers_.push_back(epfd);
+    return true;
+  }
   ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev);
   return false;
 }
@@ -735,7 +740,16 @@ void Tun::shutdown() {
   // can go without another thread still polling or reusing its number.
   std::unique_lock lock(io_mu_);
   int fd = fd_.exchange(-1);
-  if (fd >= 0) ::close(fd);
+  if (fd >= 0) {
+    // An epoll set forgets the TUN only when the last descriptor of its open file goes,
+    // and a copy may live on elsewhere (wg-tun's daemon mode passes one to its child):
+    // leave the sets it was added to (epoll_watch), or they would stay readable for a
+    // descriptor nobody reads. close_fd_ stays in them: it wakes the waiter.
+    std::lock_guard wl(watch_mu_);
+    epoll_event ev{};
+    for (int epfd : watchers_) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
+    ::close(fd);
+  }
 }
 
 void Tun::close() {

@@ -24,6 +24,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include <sys/uio.h>
 
@@ -230,6 +231,9 @@ private:
   // read()/write() hold it shared while they use fd_; shutdown() takes it exclusively to
   // close fd_ once they have left.
   std::shared_mutex io_mu_;
+  // The epoll sets fd_ was added to (epoll_watch), which shutdown() makes leave it.
+  std::mutex watch_mu_;
+  std::vector<int> watchers_;
   std::atomic<bool> closed_{false};
   std::atomic<bool> deleted_{false};
   std::atomic<int> mtu_{0};

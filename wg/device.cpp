@@ -131,6 +131,9 @@ void Device::close_bind_locked() {
   // A TUN lent to a receiver comes back to the reader (closing the epoll instances
   // drops its registration).
   std::lock_guard lock(light_mu_);
+  const int r = tun_server_.load(std::memory_order_relaxed);
+  if (r >= 0 && static_cast<size_t>(r) < light_epolls_.size() && light_epolls_[r])
+    tun_.epoll_watch(light_epolls_[r].get(), false);
   light_epolls_.clear();
   last_receiver_ = -1;
   tun_server_ = -1;

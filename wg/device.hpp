@@ -207,7 +207,8 @@ private:
   static constexpr size_t kAnswerPass = 4;
   static constexpr size_t kAnswerBuffers = 64;  // a 64 KB TSO packet at MSS >= 1024 fits
   // One thread when light (DeviceOptions::one_thread_when_light). On the reader, after
-  // kLightReads reads of at most kAnswerPass packets with no larger receive pass between:
+  // kLightReads reads of at most kAnswerPass packets, spread over at least kLightWindow,
+  // with no larger receive pass between:
   // hands the TUN to the receiving thread that last handed on transport data and sleeps
   // until it comes back; false if it could not be handed (nothing done).
   bool lend_tun();

@@ -64,6 +64,8 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
     size_t n = receive(std::span(spans.data(), have), std::span(at.data(), have), std::span(sizes.data(), have),
                        std::span(eps.data(), have), ec);
     if (ec) {
+      // A failing socket must not hold the TUN: the reader takes it back meanwhile.
+      if (tun_server_.load(std::memory_order_relaxed) == static_cast<int>(r)) return_tun(r);
       if (!keep_reading_after(ec, failures, "receive", false)) break;
       continue;
     }
@@ -151,10 +153,11 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
         last_receiver_.store(static_cast<int>(r), std::memory_order_relaxed);
       if (n > kAnswerPass) heavy_passes_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (tun_server_.load(std::memory_order_acquire) == static_cast<int>(r))
+    const int server = tun_server_.load(std::memory_order_acquire);
+    if (server == static_cast<int>(r))
       serve_tun(r, n, light_window);
-    else if (handed > 0 && n <= kAnswerPass && answers_from_tun_)
-      answer_from_tun();
+    else if (server < 0 && handed > 0 && n <= kAnswerPass && answers_from_tun_)
+      answer_from_tun();  // not while another receiver serves the TUN: it reads there
     while (kept < batch_) {
       size_t got = buffers_.take(bufs.data() + kept, batch_ - kept);
       if (got == 0) break;  // closing

@@ -57,6 +57,7 @@ void Device::tun_reader() {
     }
     if (ec) {
       order = {};
+      light_reads = 0;
       // Logged once per run of failures; a device failing every read is not spun on.
       if (!keep_reading_after(ec, failures, "tun read", true)) break;
       continue;
@@ -88,8 +89,12 @@ bool Device::lend_tun() {
   std::unique_lock lock(light_mu_);
   const int r = last_receiver_.load(std::memory_order_relaxed);
   if (r < 0 || static_cast<size_t>(r) >= light_epolls_.size() || !light_epolls_[r] || closing_) return false;
-  if (!tun_.epoll_watch(light_epolls_[r].get(), true)) return false;
+  // Lent before the TUN joins r's epoll set: a receiver woken by it serves it at once.
   tun_server_.store(r, std::memory_order_release);
+  if (!tun_.epoll_watch(light_epolls_[r].get(), true)) {
+    tun_server_.store(-1, std::memory_order_release);
+    return false;
+  }
   stats_.tun_handovers.fetch_add(1, std::memory_order_relaxed);
   light_cv_.wait(lock, [&] { return tun_server_.load(std::memory_order_relaxed) < 0 || closing_; });
   return true;
