@@ -141,12 +141,12 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
       if (shares[j] > 1) BufferPool::share(bufs[j], shares[j]);
       ++handed;
     }
-    for (size_t r = 0; r < ready_n; ++r) {
+    for (size_t q = 0; q < ready_n; ++q) {
       {
-        std::lock_guard ql(ready[r]->peer->queue_mu_);
-        ready[r]->peer->inbound_.push_back(ready[r]);
+        std::lock_guard ql(ready[q]->peer->queue_mu_);
+        ready[q]->peer->inbound_.push_back(ready[q]);
       }
-      submit(ready[r]);
+      submit(ready[q]);
     }
     if (light_possible_) {
       if (handed > 0 && last_receiver_.load(std::memory_order_relaxed) != static_cast<int>(r))
