@@ -131,13 +131,9 @@ void Device::close_bind_locked() {
   // A TUN lent to a receiver comes back to the reader (closing the epoll instances
   // drops its registration).
   std::lock_guard lock(light_mu_);
-  const int r = tun_server_.load(std::memory_order_relaxed);
-  if (r >= 0 && static_cast<size_t>(r) < light_epolls_.size() && light_epolls_[r])
-    tun_.epoll_watch(light_epolls_[r].get(), false);
+  take_back_tun_locked();
   light_epolls_.clear();
   last_receiver_ = -1;
-  tun_server_ = -1;
-  light_cv_.notify_all();
 }
 
 bool Device::keep_reading_after(const std::error_code& ec, unsigned& failures, const char* what, bool loud) {

@@ -204,6 +204,14 @@ private:
   // unless the reader holds tun_order_mu_. A ping's reply then leaves without waking the
   // reader thread: one thread wake-up less per round trip on the answering side.
   void answer_from_tun();
+  // What the TUN holds now, read into up to kAnswerBuffers pooled buffers (tun_order_mu_
+  // held) and staged, `counter` counting the packets: answer_from_tun and serve_tun.
+  struct NowRead {
+    size_t buffers = 0;  // taken from the pool (0: none free, nothing read)
+    size_t packets = 0;  // read and staged
+    std::error_code ec;
+  };
+  NowRead stage_from_tun_now(std::atomic<uint64_t>& counter);
   static constexpr size_t kAnswerPass = 4;
   static constexpr size_t kAnswerBuffers = 64;  // a 64 KB TSO packet at MSS >= 1024 fits
   // One thread when light (DeviceOptions::one_thread_when_light). On the reader, after
@@ -223,6 +231,8 @@ private:
   // or the read failed.
   void serve_tun(size_t r, size_t n, LightWindow& window);
   void return_tun(size_t r);
+  // light_mu_ held: the TUN back with the reader, out of the epoll set it was lent through.
+  void take_back_tun_locked();
   void stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n);
   void send_staged(Peer& p);
   void encrypt_batch(Batch& b);

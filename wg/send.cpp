@@ -107,22 +107,13 @@ void Device::serve_tun(size_t r, size_t n, LightWindow& window) {
   bool give_back = n > kAnswerPass;
   if (!give_back) {
     std::lock_guard order(tun_order_mu_);  // uncontended: the reader sleeps
-    std::array<uint8_t*, kAnswerBuffers> bufs;
-    std::array<std::span<uint8_t>, kAnswerBuffers> spans;
-    std::array<size_t, kAnswerBuffers> sizes{};
-    const size_t have = buffers_.try_take(bufs.data(), bufs.size());
-    for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
-    std::error_code ec;  // a failing device is the reader's to report, once it has the TUN back
-    const size_t got =
-        have ? tun_.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec) : 0;
-    // All buffers filled: the rest of a super-packet may wait in the device, unsignalled
-    // on the epoll instance (tun::Device::epoll_watch), so the reader takes over.
-    window.packets += got;
-    give_back = have == 0 || ec || got > kAnswerPass || got == have || window.packets > kLightBurst;
-    if (got > 0) stats_.tun_light_reads.fetch_add(got, std::memory_order_relaxed);
-    size_t kept = got > 0 ? route_and_stage(bufs.data(), sizes.data(), got) : 0;
-    for (size_t i = got; i < have; ++i) bufs[kept++] = bufs[i];
-    buffers_.give(bufs.data(), kept);
+    // A failing device is the reader's to report, once it has the TUN back. All buffers
+    // filled: the rest of a super-packet may wait in the device, unsignalled on the epoll
+    // instance (tun::Device::epoll_watch), so the reader takes over.
+    const NowRead got = stage_from_tun_now(stats_.tun_light_reads);
+    window.packets += got.packets;
+    give_back = got.buffers == 0 || got.ec || got.packets > kAnswerPass || got.packets == got.buffers ||
+                window.packets > kLightBurst;
   }
   if (give_back) return_tun(r);
 }
@@ -130,9 +121,15 @@ void Device::serve_tun(size_t r, size_t n, LightWindow& window) {
 void Device::return_tun(size_t r) {
   std::lock_guard lock(light_mu_);
   if (tun_server_.load(std::memory_order_relaxed) != static_cast<int>(r)) return;
-  if (r < light_epolls_.size() && light_epolls_[r]) tun_.epoll_watch(light_epolls_[r].get(), false);
-  tun_server_.store(-1, std::memory_order_release);
+  take_back_tun_locked();
   stats_.tun_returns.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Device::take_back_tun_locked() {
+  const int r = tun_server_.load(std::memory_order_relaxed);
+  if (r >= 0 && static_cast<size_t>(r) < light_epolls_.size() && light_epolls_[r])
+    tun_.epoll_watch(light_epolls_[r].get(), false);
+  tun_server_.store(-1, std::memory_order_release);
   light_cv_.notify_all();
 }
 
@@ -174,21 +171,26 @@ size_t Device::route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n) {
   return kept;
 }
 
-void Device::answer_from_tun() {
-  std::unique_lock order(tun_order_mu_, std::try_to_lock);
-  if (!order.owns_lock()) return;  // the reader is at it
+Device::NowRead Device::stage_from_tun_now(std::atomic<uint64_t>& counter) {
   std::array<uint8_t*, kAnswerBuffers> bufs;
   std::array<std::span<uint8_t>, kAnswerBuffers> spans;
   std::array<size_t, kAnswerBuffers> sizes{};
-  const size_t have = buffers_.try_take(bufs.data(), bufs.size());
-  if (have == 0) return;
-  for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
-  std::error_code ec;  // a failing device is the reader's to report
-  const size_t n = tun_.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
-  if (n > 0) stats_.tun_answers.fetch_add(n, std::memory_order_relaxed);
-  size_t kept = n > 0 ? route_and_stage(bufs.data(), sizes.data(), n) : 0;
-  for (size_t i = n; i < have; ++i) bufs[kept++] = bufs[i];
+  NowRead r;
+  r.buffers = buffers_.try_take(bufs.data(), bufs.size());
+  if (r.buffers == 0) return r;
+  for (size_t i = 0; i < r.buffers; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
+  r.packets = tun_.read_now(std::span(spans.data(), r.buffers), std::span(sizes.data(), r.buffers), kHeadroom, r.ec);
+  if (r.packets > 0) counter.fetch_add(r.packets, std::memory_order_relaxed);
+  size_t kept = r.packets > 0 ? route_and_stage(bufs.data(), sizes.data(), r.packets) : 0;
+  for (size_t i = r.packets; i < r.buffers; ++i) bufs[kept++] = bufs[i];
   buffers_.give(bufs.data(), kept);
+  return r;
+}
+
+void Device::answer_from_tun() {
+  std::unique_lock order(tun_order_mu_, std::try_to_lock);
+  if (!order.owns_lock()) return;  // the reader is at it
+  stage_from_tun_now(stats_.tun_answers);  // a failing device is the reader's to report
 }
 
 // 3. Stage, then send what a session allows.
