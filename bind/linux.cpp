@@ -121,8 +121,9 @@ bool set_int(int fd, int level, int opt, int value, std::error_code& ec) {
 
 // A non-blocking UDP socket of `family` (AF_INET or AF_INET6, v6-only) bound to the
 // wildcard address and `port`, asking for PKTINFO on every datagram and, with `want_gro`,
-// for coalesced datagrams (`gro` says whether the kernel agreed: Linux 5.0 and later).
-Fd open_socket(int family, uint16_t port, bool want_gro, bool& gro, std::error_code& ec) {
+// for coalesced datagrams (`gro` says whether the kernel agreed: Linux 5.0 and later);
+// with `reuseport`, in a SO_REUSEPORT group.
+Fd open_socket(int family, uint16_t port, bool want_gro, bool reuseport, bool& gro, std::error_code& ec) {
   Fd fd(::socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP));
   if (!fd) {
     ec = sys_error(errno);
@@ -133,6 +134,7 @@ Fd open_socket(int family, uint16_t port, bool want_gro, bool& gro, std::error_c
   // Before bind(), so that no datagram reaches the socket segmented by the kernel first.
   std::error_code gro_ec;
   gro = want_gro && set_int(fd.get(), SOL_UDP, UDP_GRO, 1, gro_ec);
+  if (reuseport && !set_int(fd.get(), SOL_SOCKET, SO_REUSEPORT, 1, ec)) return {};
   int r;
   if (family == AF_INET) {
     if (!set_int(fd.get(), IPPROTO_IP, IP_PKTINFO, 1, ec)) return {};
@@ -179,14 +181,14 @@ bool kernel_has_gso(int fd) {
 // Binds the IPv4 socket, then the IPv6 one on the port IPv4 got. With port 0 that port
 // may be taken for IPv6 only: start over with a fresh one, as wireguard-go does. A family
 // the kernel lacks is left out (its Fd stays empty); at least one must open.
-bool bind_pair(uint16_t port, bool want_gro, Fd& v4, bool& gro4, Fd& v6, bool& gro6, uint16_t& bound,
-               std::error_code& ec) {
+bool bind_pair(uint16_t port, bool want_gro, bool reuseport, Fd& v4, bool& gro4, Fd& v6, bool& gro6,
+               uint16_t& bound, std::error_code& ec) {
   for (int tries = 0;; ++tries) {
     bound = port;
-    v4 = open_socket(AF_INET, port, want_gro, gro4, ec);
+    v4 = open_socket(AF_INET, port, want_gro, reuseport, gro4, ec);
     if (v4) bound = bound_port(v4.get(), ec);
     if (ec && ec != std::errc::address_family_not_supported) return false;
-    v6 = open_socket(AF_INET6, bound, want_gro, gro6, ec);
+    v6 = open_socket(AF_INET6, bound, want_gro, reuseport, gro6, ec);
     if (ec == std::errc::address_in_use && port == 0 && v4 && tries < kPortTries) continue;
     if (ec && ec != std::errc::address_family_not_supported) return false;
     ec.clear();
@@ -484,7 +486,21 @@ struct LinuxBind::Socket {
 
 struct LinuxBind::Sockets {
   Fd wake;  // eventfd, written once by close(): readable from then on
-  std::unique_ptr<Socket> v4, v6;
+  // Options::sockets of each family the kernel has (none of one it lacks); the first of
+  // each sends.
+  std::vector<std::unique_ptr<Socket>> v4, v6;
+
+  Socket* sender(uint8_t family) const {
+    const auto& v = family == 4 ? v4 : v6;
+    return (family == 4 || family == 6) && !v.empty() ? v[0].get() : nullptr;
+  }
+  // In the order of the receive functions: IPv4's, then IPv6's.
+  std::vector<Socket*> all() const {
+    std::vector<Socket*> out;
+    for (const auto* v : {&v4, &v6})
+      for (const auto& sock : *v) out.push_back(sock.get());
+    return out;
+  }
 };
 
 LinuxBind::LinuxBind() : LinuxBind(Options{}) {}
@@ -520,23 +536,42 @@ std::vector<ReceiveFn> LinuxBind::open(uint16_t port, uint16_t& actual_port, std
     return {};
   }
 
+  if (options_.sockets == 0) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return {};
+  }
+  const bool group = options_.sockets > 1;
   Fd v4, v6;
   bool gro4 = false, gro6 = false;
   uint16_t bound = 0;
-  if (!bind_pair(port, options_.gro, v4, gro4, v6, gro6, bound, ec)) return {};
-  // An offload counts as on when every open socket has it (both share one kernel).
+  // A SO_REUSEPORT group would let us join another's group on the same port (any
+  // process of our user's): a port that a socket of our own cannot have alone is taken.
+  if (group && port != 0 && !bind_pair(port, false, false, v4, gro4, v6, gro6, bound, ec)) return {};
+  v4.reset();
+  v6.reset();
+  if (!bind_pair(port, options_.gro, group, v4, gro4, v6, gro6, bound, ec)) return {};
+  // An offload counts as on when every open socket has it (all share one kernel).
   bool gso = options_.gso, gro = options_.gro;
-  auto adopt = [&](Fd& fd, bool fd_gro, std::unique_ptr<Socket>& slot) {
+  auto adopt = [&](Fd& fd, bool fd_gro, std::vector<std::unique_ptr<Socket>>& into) {
     if (!fd) return true;
     if (mark_ != 0 && !set_int(fd.get(), SOL_SOCKET, SO_MARK, static_cast<int>(mark_), ec)) return false;
     gso = gso && kernel_has_gso(fd.get());
     gro = gro && fd_gro;
-    slot = std::make_unique<Socket>();
+    auto& slot = into.emplace_back(std::make_unique<Socket>());
     slot->fd = std::move(fd);
     slot->gro = fd_gro;
     return true;
   };
   if (!adopt(v4, gro4, s->v4) || !adopt(v6, gro6, s->v6)) return {};
+  // The rest of each family's group, on the port the first ones got.
+  for (size_t i = 1; i < options_.sockets; ++i) {
+    for (auto [family, into] : {std::pair(AF_INET, &s->v4), std::pair(AF_INET6, &s->v6)}) {
+      if (into->empty()) continue;
+      bool fd_gro = false;
+      Fd fd = open_socket(family, bound, options_.gro, true, fd_gro, ec);
+      if (!fd || !adopt(fd, fd_gro, *into)) return {};
+    }
+  }
 
   uint64_t generation;
   {
@@ -548,8 +583,7 @@ std::vector<ReceiveFn> LinuxBind::open(uint16_t port, uint16_t& actual_port, std
     gro_.store(gro, std::memory_order_relaxed);
   }
   std::vector<ReceiveFn> fns;
-  for (Socket* sock : {sockets_->v4.get(), sockets_->v6.get()}) {
-    if (!sock) continue;
+  for (Socket* sock : sockets_->all()) {
     fns.emplace_back([this, sock, generation](std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at,
                                               std::span<size_t> sizes, std::span<Endpoint> eps,
                                               std::error_code& e) {
@@ -564,15 +598,10 @@ std::vector<ReceiveFn> LinuxBind::open(uint16_t port, uint16_t& actual_port, std
 bool LinuxBind::also_wait_on(size_t receiver, int fd) {
   std::lock_guard life(lifecycle_mu_);
   if (!sockets_) return false;
-  size_t i = 0;
-  for (Socket* sock : {sockets_->v4.get(), sockets_->v6.get()}) {
-    if (!sock) continue;
-    if (i++ == receiver) {
-      sock->also.store(fd, std::memory_order_release);
-      return true;
-    }
-  }
-  return false;
+  const auto all = sockets_->all();
+  if (receiver >= all.size()) return false;
+  all[receiver]->also.store(fd, std::memory_order_release);
+  return true;
 }
 
 void LinuxBind::close() {
@@ -691,7 +720,7 @@ void LinuxBind::send(std::span<const std::span<const uint8_t>> bufs, Endpoint& e
     return;
   }
   ScopeExit done{[this] { leave(); }};
-  Socket* s = ep.family == 4 ? sockets_->v4.get() : ep.family == 6 ? sockets_->v6.get() : nullptr;
+  Socket* s = sockets_->sender(ep.family);
   if (!s) {
     ec = std::make_error_code(std::errc::address_family_not_supported);
     return;
@@ -738,9 +767,8 @@ void LinuxBind::set_mark(uint32_t mark, std::error_code& ec) {
   ec.clear();
   if (mark == mark_) return;
   if (sockets_) {
-    for (Socket* s : {sockets_->v4.get(), sockets_->v6.get()}) {
-      if (s && !set_int(s->fd.get(), SOL_SOCKET, SO_MARK, static_cast<int>(mark), ec)) return;
-    }
+    for (Socket* s : sockets_->all())
+      if (!set_int(s->fd.get(), SOL_SOCKET, SO_MARK, static_cast<int>(mark), ec)) return;
   }
   mark_ = mark;
 }

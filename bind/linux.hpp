@@ -52,6 +52,14 @@ public:
     // Receive: let the kernel hand over coalesced "super-datagrams" (UDP_GRO), which the
     // receive function splits back into datagrams.
     bool gro = true;
+    // UDP sockets per family, in one SO_REUSEPORT group on the listen port, each with a
+    // receive function of its own (a thread each in the core): the kernel spreads the
+    // datagrams by a hash of their addresses and ports, so each peer (one address and
+    // port) stays on one socket and many peers spread over all. Sends go from the first
+    // socket of the family. 1: one plain socket per family, no SO_REUSEPORT. With more,
+    // open() first checks that the port is free for a socket without SO_REUSEPORT
+    // (address_in_use if not), so that it never joins another program's group.
+    size_t sockets = 1;
     // Test seam: replaces ::sendmmsg for every send (e.g. to fail segmented messages
     // with EIO, which real kernels return when the egress device cannot checksum).
     int (*sendmmsg)(int fd, ::mmsghdr* msgs, unsigned n, int flags) = nullptr;
@@ -64,7 +72,7 @@ public:
   LinuxBind(const LinuxBind&) = delete;
   LinuxBind& operator=(const LinuxBind&) = delete;
 
-  // Opens an IPv4 and an IPv6 (v6-only) socket on `port`; with port 0 the IPv4 socket
+  // Opens an IPv4 and an IPv6 (v6-only) socket on `port` (Options::sockets of each); with port 0 the IPv4 socket
   // picks one and the IPv6 socket takes the same (retrying with a fresh port if that one
   // is taken for IPv6). A family the kernel lacks (EAFNOSUPPORT) is skipped. Returns one
   // ReceiveFn per socket (IPv4's first), to be called from one thread each and not after

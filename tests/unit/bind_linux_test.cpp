@@ -19,6 +19,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <memory>
+#include <set>
 #include <optional>
 
 #include <chrono>
@@ -260,6 +262,116 @@ TEST_CASE("bind linux: opening a port in use fails with address_in_use", "[bind]
   REQUIRE(b.open(0, other, ec).size() >= 1);
   REQUIRE_FALSE(ec);
   REQUIRE(other != port);
+}
+
+// Options::sockets: a SO_REUSEPORT group per family on one port, a receive function per
+// socket, datagrams spread by sender; never joining a group someone else holds.
+TEST_CASE("bind linux: several sockets per family share the port and spread senders over their receivers",
+          "[bind]") {
+  LinuxBind::Options o;
+  o.sockets = 3;
+  LinuxBind b(o);
+  uint16_t port = 0;
+  std::error_code ec;
+  auto fns = b.open(0, port, ec);
+  REQUIRE_FALSE(ec);
+  REQUIRE(port != 0);
+  const size_t families = ipv6_loopback() ? 2 : 1;
+  REQUIRE(fns.size() == 3 * families);
+  REQUIRE(bind_raw(AF_INET, port) == EADDRINUSE);
+
+  SECTION("64 senders over IPv4: every datagram once, on the first three receivers, spread") {
+    constexpr int kSenders = 64, kEach = 4;
+    std::vector<std::unique_ptr<LinuxBind>> senders;
+    for (int i = 0; i < kSenders; ++i) {
+      senders.push_back(std::make_unique<LinuxBind>());
+      uint16_t p = 0;
+      senders.back()->open(0, p, ec);
+      REQUIRE_FALSE(ec);
+    }
+    std::vector<std::future<Received>> got;
+    for (size_t r = 0; r < 3; ++r)
+      got.push_back(std::async(std::launch::async, [&, r] { return collect(fns[r], kSenders * kEach); }));
+    for (int i = 0; i < kSenders; ++i) {
+      Endpoint to = endpoint(loopback(4, port));
+      std::vector<std::vector<uint8_t>> d;
+      for (int k = 0; k < kEach; ++k) d.push_back({static_cast<uint8_t>(i), static_cast<uint8_t>(k)});
+      send_batch(*senders[i], d, to);
+    }
+    // Every datagram is in a socket now (loopback delivers within the send); let the
+    // receivers drain, then close to end them.
+    std::this_thread::sleep_for(300ms);
+    b.close();
+    std::map<int, std::set<size_t>> receiver_of;  // sender -> receivers that got its datagrams
+    size_t total = 0, used = 0;
+    for (size_t r = 0; r < 3; ++r) {
+      Received rec = got[r].get();
+      REQUIRE_FALSE(rec.misplaced);
+      used += !rec.data.empty();
+      for (auto& d : rec.data) {
+        REQUIRE(d.size() == 2);
+        receiver_of[d[0]].insert(r);
+        ++total;
+      }
+    }
+    CHECK(total == kSenders * kEach);
+    CHECK(receiver_of.size() == kSenders);
+    for (auto& [sender, rs] : receiver_of) CHECK(rs.size() == 1);  // one sender, one socket
+    CHECK(used >= 2);  // 64 senders all on one of 3 sockets: (1/3)^63
+  }
+  SECTION("sends go out, from the group's port") {
+    LinuxBind peer;
+    uint16_t peer_port = 0;
+    auto peer_fns = peer.open(0, peer_port, ec);
+    REQUIRE_FALSE(ec);
+    Collector c(peer, peer_fns[0], kBatch);
+    Endpoint to = endpoint(loopback(4, peer_port));
+    auto sent = make_batch(9);
+    send_batch(b, sent, to);
+    auto r = c.get();
+    check_arrived(r, sent);
+    check_senders(r, 4, port);
+  }
+  SECTION("also_wait_on reaches every receiver, and no further") {
+    for (size_t r = 0; r < fns.size(); ++r) CHECK(b.also_wait_on(r, -1));
+    CHECK_FALSE(b.also_wait_on(fns.size(), -1));
+  }
+}
+
+TEST_CASE("bind linux: a socket group never joins a port another socket holds, with or without SO_REUSEPORT",
+          "[bind]") {
+  LinuxBind::Options o;
+  o.sockets = 2;
+  std::error_code ec;
+  // Held by another group (of our user: the kernel would let us join), or by a plain socket.
+  for (bool holder_is_group : {true, false}) {
+    INFO((holder_is_group ? "held by another group" : "held by a plain socket"));
+    LinuxBind holder(holder_is_group ? o : LinuxBind::Options{}), group(o);
+    uint16_t port = 0, other = 0;
+    holder.open(0, port, ec);
+    REQUIRE_FALSE(ec);
+    REQUIRE(group.open(port, other, ec).empty());
+    REQUIRE(ec == std::errc::address_in_use);
+  }
+  SECTION("a free port by number, then a plain socket cannot have it") {
+    LinuxBind probe;
+    uint16_t port = 0, got = 0;
+    probe.open(0, port, ec);
+    REQUIRE_FALSE(ec);
+    probe.close();
+    LinuxBind group(o);
+    REQUIRE(group.open(port, got, ec).size() >= 2);
+    REQUIRE_FALSE(ec);
+    REQUIRE(got == port);
+    REQUIRE(bind_raw(AF_INET, port) == EADDRINUSE);
+  }
+  SECTION("zero sockets is invalid") {
+    o.sockets = 0;
+    LinuxBind none(o);
+    uint16_t port = 0;
+    REQUIRE(none.open(0, port, ec).empty());
+    REQUIRE(ec == std::errc::invalid_argument);
+  }
 }
 
 TEST_CASE("bind linux: a batch of 128 crosses loopback with sender and sticky source", "[bind]") {
