@@ -65,6 +65,18 @@ public:
     return false;
   }
 
+  // Devices with several receive queues (the kernel TUN opened with IFF_MULTI_QUEUE,
+  // where the kernel spreads what it sends over the queues by flow): queue(i), for
+  // i < queues(), is a Device that reads only what waits on queue i, so a core runs one
+  // reader per queue; each queue keeps its packets in order, queues do not among
+  // themselves. Writes, batch size, MTU, events and close() are the whole device's,
+  // through whichever queue they come. queue(0) is the device itself; it lives as long.
+  virtual size_t queues() const { return 1; }
+  virtual Device& queue(size_t i) {
+    (void)i;
+    return *this;
+  }
+
   // Largest batch read() returns and write() takes at once.
   virtual size_t batch_size() const = 0;
   virtual int mtu() const = 0;

@@ -101,6 +101,47 @@ VirtioNetHdr plain_header(std::span<uint8_t> packet, bool trusted) {
   return h;
 }
 
+size_t flow_queue(std::span<const uint8_t> packet, size_t queues) {
+  if (queues <= 1 || packet.empty()) return 0;
+  const uint8_t* p = packet.data();
+  const size_t len = packet.size();
+  size_t addr_at, addr_len, l4;
+  uint8_t proto;
+  bool ports;
+  if (p[0] >> 4 == 4 && len >= ip::kIpv4MinLen) {
+    addr_at = ip::kIpv4Src;
+    addr_len = 4;
+    l4 = (p[0] & 0x0f) * 4u;
+    proto = p[ip::kIpv4Proto];
+    ports = (ip::load16(p + ip::kIpv4Frag) & 0x1fff) == 0;  // not a later fragment
+  } else if (p[0] >> 4 == 6 && len >= ip::kIpv6Len) {
+    addr_at = ip::kIpv6Src;
+    addr_len = 16;
+    l4 = ip::kIpv6Len;
+    proto = p[ip::kIpv6Next];
+    ports = true;
+  } else {
+    return 0;
+  }
+  ports = ports && (proto == ip::kProtoTcp || proto == ip::kProtoUdp) && len >= l4 + 4;
+  // Symmetric: the two addresses (and the two ports) are combined by xor and by sum, so
+  // swapping them changes nothing, and the sum keeps pairs apart that xor alone merges.
+  uint64_t x = proto, sum = 0;
+  for (size_t i = 0; i < addr_len; i += 4) {
+    const uint32_t a = ip::load32(p + addr_at + i), b = ip::load32(p + addr_at + addr_len + i);
+    x = (x << 7 | x >> 57) ^ (a ^ b);
+    sum += uint64_t{a} + b;
+  }
+  if (ports) {
+    const uint32_t a = ip::load16(p + l4), b = ip::load16(p + l4 + 2);
+    x ^= uint64_t{a ^ b} << 32;
+    sum += (uint64_t{a} + b) << 17;
+  }
+  uint64_t h = (x ^ (sum * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return static_cast<size_t>((h >> 32) * queues >> 32);
+}
+
 size_t GsoPacket::segment_len(size_t i) const {
   const size_t at = hdr_len + i * gso_size;
   return hdr_len + std::min<size_t>(gso_size, len - at);

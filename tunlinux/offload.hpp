@@ -90,6 +90,15 @@ size_t gso_split(const VirtioNetHdr& hdr, std::span<const uint8_t> pkt, std::spa
 // finished in place: gso_split) or a checksum field past the end or at an odd offset.
 bool finish_read(const VirtioNetHdr& hdr, std::span<uint8_t> packet);
 
+// ---------------------------------------------------------------- multi-queue TUN
+
+// The queue (0 .. queues-1) a multi-queue Tun writes the IP packet on: a hash of its
+// flow that is the same both ways (addresses and, for TCP and UDP, ports swapped give the
+// same queue), of the protocol, the addresses and, where the packet has them whole (an
+// IPv4 first fragment or unfragmented; IPv6 with TCP or UDP right after the fixed
+// header), the ports. Anything that is not IPv4 or IPv6, or too short, goes to queue 0.
+size_t flow_queue(std::span<const uint8_t> packet, size_t queues);
+
 // ---------------------------------------------------------------- write side: GRO
 
 // Packets Gro considers at once; Tun::write plans a larger batch in chunks of this size.

@@ -144,30 +144,62 @@ UniqueFd link_socket_in(int netns_fd, std::error_code& ec) {
 
 }  // namespace
 
+namespace {
+
+// Opens /dev/net/tun and attaches it to the interface `ifr` names, with its flags.
+UniqueFd attach_queue(ifreq& ifr, std::error_code& ec) {
+  UniqueFd fd(::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
+    ec = errno_code();
+    return fd;
+  }
+  if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) {
+    ec = errno_code();
+    fd.reset();
+  }
+  return fd;
+}
+
+// Attaches queues until fds holds `queues`.
+bool attach_queues(ifreq& ifr, unsigned queues, std::vector<UniqueFd>& fds, std::error_code& ec) {
+  while (fds.size() < queues) {
+    UniqueFd fd = attach_queue(ifr, ec);
+    if (!fd) return false;
+    fds.push_back(std::move(fd));
+  }
+  return true;
+}
+
+}  // namespace
+
 std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, const Options& opts, std::error_code& ec) {
   ec.clear();
   if (name.size() >= IFNAMSIZ || mtu < 0) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return nullptr;
   }
-  UniqueFd fd(::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC));
-  if (!fd) {
-    ec = errno_code();
+  if (opts.queues == 0) {
+    ec = std::make_error_code(std::errc::invalid_argument);
     return nullptr;
   }
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
   ifr.ifr_flags = IFF_TUN | IFF_NO_PI | IFF_VNET_HDR;
-  if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) {
-    int e = errno;
+  if (opts.queues > 1) ifr.ifr_flags |= IFF_MULTI_QUEUE;
+  std::vector<UniqueFd> fds;
+  UniqueFd fd = attach_queue(ifr, ec);
+  if (!fd) {
     // The kernel says EINVAL when the name belongs to a device of another kind.
-    if (e == EINVAL && !name.empty() && if_nametoindex(name.c_str()) != 0) e = EBUSY;
-    ec = errno_code(e);
+    if (ec == std::errc::invalid_argument && !name.empty() && if_nametoindex(name.c_str()) != 0)
+      ec = std::make_error_code(std::errc::device_or_resource_busy);
     return nullptr;
   }
+  fds.push_back(std::move(fd));
+  // TUNSETOFFLOAD acts on the interface, whichever queue asks.
   unsigned offloads = 0;
-  if (!negotiate_offloads(fd.get(), opts, offloads, ec)) return nullptr;
+  if (!negotiate_offloads(fds[0].get(), opts, offloads, ec)) return nullptr;
   std::string actual(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ));
+  if (!attach_queues(ifr, opts.queues, fds, ec)) return nullptr;
   if (mtu > 0) {
     ifreq m{};
     m.ifr_mtu = mtu;
@@ -181,9 +213,7 @@ std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, const Options
       if (!if_ioctl(actual.c_str(), SIOCSIFTXQLEN, q, ec)) return nullptr;
     }
   }
-  auto tun = open_events(fd.get(), std::move(actual), true, offloads, opts, ec);
-  if (tun) fd.release();
-  return tun;
+  return open_events(fds, std::move(actual), true, offloads, opts, ec);
 }
 
 std::unique_ptr<Tun> Tun::from_fd(int fd, const Options& opts, std::error_code& ec) {
@@ -194,7 +224,8 @@ std::unique_ptr<Tun> Tun::from_fd(int fd, const Options& opts, std::error_code& 
     return nullptr;
   }
   const int flags = ifr.ifr_flags;
-  if ((flags & (IFF_TUN | IFF_TAP)) != IFF_TUN || !(flags & IFF_NO_PI)) {
+  if ((flags & (IFF_TUN | IFF_TAP)) != IFF_TUN || !(flags & IFF_NO_PI) || opts.queues == 0 ||
+      (opts.queues > 1 && !(flags & IFF_MULTI_QUEUE))) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return nullptr;
   }
@@ -214,14 +245,24 @@ std::unique_ptr<Tun> Tun::from_fd(int fd, const Options& opts, std::error_code& 
     ec = errno_code();
     return nullptr;
   }
-  return open_events(fd, std::string(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ)), vnet, offloads, opts, ec);
+  std::vector<UniqueFd> fds;
+  fds.emplace_back(fd);
+  // The other queues, by the interface's name and flags (TUNGETIFF gave both).
+  ifr.ifr_flags = static_cast<short>(flags & (IFF_TUN | IFF_NO_PI | IFF_VNET_HDR | IFF_MULTI_QUEUE));
+  std::string name(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ));
+  auto tun = attach_queues(ifr, opts.queues, fds, ec) ? open_events(fds, std::move(name), vnet, offloads, opts, ec)
+                                                       : nullptr;
+  if (!tun) fds[0].release();  // still the caller's
+  return tun;
 }
+
+
 
 // Everything but the TUN descriptor: ifindex, the rtnetlink socket (subscribed before
 // the first query, so no change falls between them), the eventfds. Does not take `fd`
 // on failure.
-std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, unsigned offloads,
-                                      const Options& opts, std::error_code& ec) {
+std::unique_ptr<Tun> Tun::open_events(std::vector<UniqueFd>& fds, std::string name, bool vnet_hdr,
+                                      unsigned offloads, const Options& opts, std::error_code& ec) {
   ifreq ifr{};
   if (!if_ioctl(name.c_str(), SIOCGIFINDEX, ifr, ec)) return nullptr;
   const int ifindex = ifr.ifr_ifindex;
@@ -237,7 +278,9 @@ std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, u
   LinkState st;
   if (!query_link(nl.get(), ifindex, st, ec)) return nullptr;
 
-  auto tun = std::make_unique<Tun>(Private(), fd, std::move(name), ifindex, vnet_hdr, offloads, opts,
+  std::vector<int> raw;
+  for (auto& f : fds) raw.push_back(f.release());
+  auto tun = std::make_unique<Tun>(Private(), std::move(raw), std::move(name), ifindex, vnet_hdr, offloads, opts,
                                    nl.release(), close_fd.release(), wake_fd.release());
   tun->mtu_ = st.mtu;
   tun->up_ = st.up;
@@ -246,8 +289,42 @@ std::unique_ptr<Tun> Tun::open_events(int fd, std::string name, bool vnet_hdr, u
   return tun;
 }
 
-Tun::Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned offloads, const Options& opts,
-         int nl_fd, int close_fd, int wake_fd)
+// --- queues ---
+
+// queue(i) for i >= 1: reads queue i; everything else is the Tun's.
+class Tun::QueueDevice final : public tun::Device {
+public:
+  QueueDevice(Tun& tun, Queue& q) : tun_(tun), q_(q) {}
+  size_t read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+              std::error_code& ec) override {
+    return tun_.read_on(q_, bufs, sizes, offset, ec);
+  }
+  size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) override {
+    return tun_.write(bufs, offset, ec);
+  }
+  bool can_read_now() const override { return q_.kick_fd >= 0; }
+  bool wait_readable(std::error_code& ec) override { return tun_.wait_readable_on(q_, ec); }
+  size_t read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                  std::error_code& ec) override {
+    return tun_.read_now_on(q_, bufs, sizes, offset, ec);
+  }
+  bool epoll_watch(int epfd, bool on) override { return tun_.epoll_watch_on(q_, epfd, on); }
+  size_t queues() const override { return tun_.queues(); }
+  tun::Device& queue(size_t i) override { return tun_.queue(i); }
+  size_t batch_size() const override { return tun_.batch_size(); }
+  int mtu() const override { return tun_.mtu(); }
+  void set_event_handler(std::function<void(tun::Event)> handler) override {
+    tun_.set_event_handler(std::move(handler));
+  }
+  void close() override { tun_.close(); }
+
+private:
+  Tun& tun_;
+  Queue& q_;
+};
+
+Tun::Tun(Private, std::vector<int> fds, std::string name, int ifindex, bool vnet_hdr, unsigned offloads,
+         const Options& opts, int nl_fd, int close_fd, int wake_fd)
     : name_(std::move(name)),
       ifindex_(ifindex),
       vnet_hdr_(vnet_hdr),
@@ -256,28 +333,54 @@ Tun::Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned
       nl_fd_(nl_fd),
       close_fd_(close_fd),
       wake_fd_(wake_fd),
-      fd_(fd),
       // UDP_L4 on write needs Linux >= 6.2, which the kernel showed by taking USO; when
       // USO was not offered we cannot tell, and a refused write turns it off.
       tcp_gro_(vnet_hdr && opts.gro),
       udp_gro_(vnet_hdr && opts.gro && (!opts.uso || (offloads & kTunFUso4))),
       readv_(opts.readv),
-      writev_(opts.writev),
-      kick_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-      scratch_(std::make_unique_for_overwrite<uint8_t[]>(kMaxPacket + 1)) {}
+      writev_(opts.writev) {
+  for (int fd : fds) {
+    auto q = std::make_unique<Queue>();
+    q->fd = fd;
+    q->kick_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    q->scratch = std::make_unique_for_overwrite<uint8_t[]>(kMaxPacket + 1);
+    queues_.push_back(std::move(q));
+  }
+  for (size_t i = 1; i < queues_.size(); ++i) queue_devices_.push_back(std::make_unique<QueueDevice>(*this, *queues_[i]));
+}
 
 Tun::~Tun() {
   close();
   ::close(nl_fd_);
   ::close(close_fd_);
   ::close(wake_fd_);
-  if (kick_fd_ >= 0) ::close(kick_fd_);
+  for (auto& q : queues_)
+    if (q->kick_fd >= 0) ::close(q->kick_fd);
+}
+
+tun::Device& Tun::queue(size_t i) {
+  if (i == 0 || i >= queues_.size()) return *this;
+  return *queue_devices_[i - 1];
 }
 
 // --- read ---
 
 size_t Tun::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                  std::error_code& ec) {
+  return read_on(*queues_[0], bufs, sizes, offset, ec);
+}
+
+bool Tun::wait_readable(std::error_code& ec) { return wait_readable_on(*queues_[0], ec); }
+
+size_t Tun::read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                     std::error_code& ec) {
+  return read_now_on(*queues_[0], bufs, sizes, offset, ec);
+}
+
+bool Tun::epoll_watch(int epfd, bool on) { return epoll_watch_on(*queues_[0], epfd, on); }
+
+size_t Tun::read_on(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                    std::error_code& ec) {
   ec.clear();
   std::shared_lock lock(io_mu_);
   const size_t want = std::min(bufs.size(), sizes.size());
@@ -286,26 +389,26 @@ size_t Tun::read(std::span<const std::span<uint8_t>> bufs, std::span<size_t> siz
   // packets would otherwise cost a failed read for each.
   bool poll_first;
   {
-    std::lock_guard rl(read_mu_);
-    poll_first = drained_ && pending_next_ >= pending_.segments && want > 0;
+    std::lock_guard rl(q.read_mu);
+    poll_first = q.drained && q.pending_next >= q.pending.segments && want > 0;
   }
   for (;;) {
     if (closed_.load(std::memory_order_acquire)) {
       ec = canceled();
       return 0;
     }
-    if (poll_first && !wait(POLLIN, -1, ec)) return 0;
+    if (poll_first && !wait(q, POLLIN, -1, ec)) return 0;
     poll_first = true;
     size_t n;
     {
-      std::lock_guard rl(read_mu_);
-      n = read_queued(bufs, sizes, offset, want, ec);
+      std::lock_guard rl(q.read_mu);
+      n = read_queued(q, bufs, sizes, offset, want, ec);
     }
     if (ec || n > 0 || want == 0) return n;
   }
 }
 
-bool Tun::wait_readable(std::error_code& ec) {
+bool Tun::wait_readable_on(Queue& q, std::error_code& ec) {
   ec.clear();
   std::shared_lock lock(io_mu_);
   if (closed_.load(std::memory_order_acquire)) {
@@ -313,68 +416,68 @@ bool Tun::wait_readable(std::error_code& ec) {
     return false;
   }
   {
-    std::lock_guard rl(read_mu_);
+    std::lock_guard rl(q.read_mu);
     // Segments left, or the last read stopped with the queue not yet empty: read first.
-    if (pending_next_ < pending_.segments || !drained_) return true;
+    if (q.pending_next < q.pending.segments || !q.drained) return true;
   }
-  return wait(POLLIN, -1, ec);
+  return wait(q, POLLIN, -1, ec);
 }
 
-size_t Tun::read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
-                     std::error_code& ec) {
+size_t Tun::read_now_on(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+                        size_t offset, std::error_code& ec) {
   ec.clear();
   std::shared_lock lock(io_mu_);
   if (closed_.load(std::memory_order_acquire)) {
     ec = canceled();
     return 0;
   }
-  std::lock_guard rl(read_mu_);
-  const size_t n = read_queued(bufs, sizes, offset, std::min(bufs.size(), sizes.size()), ec);
-  if (pending_next_ < pending_.segments) {  // a reader asleep in poll() would not see them
+  std::lock_guard rl(q.read_mu);
+  const size_t n = read_queued(q, bufs, sizes, offset, std::min(bufs.size(), sizes.size()), ec);
+  if (q.pending_next < q.pending.segments) {  // a reader asleep in poll() would not see them
     uint64_t one = 1;
-    [[maybe_unused]] ssize_t r = ::write(kick_fd_, &one, sizeof one);
+    [[maybe_unused]] ssize_t r = ::write(q.kick_fd, &one, sizeof one);
   }
   return n;
 }
 
-bool Tun::epoll_watch(int epfd, bool on) {
+bool Tun::epoll_watch_on(Queue& q, int epfd, bool on) {
   std::shared_lock lock(io_mu_);
-  const int fd = fd_.load(std::memory_order_relaxed);
+  const int fd = q.fd.load(std::memory_order_relaxed);
   epoll_event ev{};
   ev.events = EPOLLIN;
   std::lock_guard wl(watch_mu_);
   if (!on) {  // whatever the state: close_fd_ stays readable once closed
-    std::erase(watchers_, epfd);
+    std::erase(watchers_, std::pair(epfd, fd));
     if (fd >= 0) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
     return ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev) == 0;
   }
-  if (closed_.load(std::memory_order_acquire) || fd < 0 || kick_fd_ < 0) return false;
+  if (closed_.load(std::memory_order_acquire) || fd < 0 || q.kick_fd < 0) return false;
   // The close eventfd too: closing (or the interface's deletion) wakes the waiter, whose
   // read_now() then says so.
   ev.data.fd = close_fd_;
   if (::epoll_ctl(epfd, EPOLL_CTL_ADD, close_fd_, &ev) != 0) return false;
   ev.data.fd = fd;
   if (::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
-    watchers_.push_back(epfd);
+    watchers_.emplace_back(epfd, fd);
     return true;
   }
   ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev);
   return false;
 }
 
-size_t Tun::read_queued(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
-                        size_t want, std::error_code& ec) {
+size_t Tun::read_queued(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+                        size_t offset, size_t want, std::error_code& ec) {
   size_t n = 0;
-  drained_ = false;
+  q.drained = false;
   while (n < want) {
-    long got = pending_next_ < pending_.segments ? split_pending(bufs.subspan(n), sizes.subspan(n), offset)
-                                                 : read_one(bufs.subspan(n), sizes.subspan(n), offset, ec);
+    long got = q.pending_next < q.pending.segments ? split_pending(q, bufs.subspan(n), sizes.subspan(n), offset)
+                                                   : read_one(q, bufs.subspan(n), sizes.subspan(n), offset, ec);
     if (ec) {
       if (n > 0) ec.clear();  // hand over what we have; the next call reports it
       return n;
     }
     if (got == 0) {
-      drained_ = true;
+      q.drained = true;
       break;
     }
     if (got > 0) n += static_cast<size_t>(got);
@@ -382,7 +485,7 @@ size_t Tun::read_queued(std::span<const std::span<uint8_t>> bufs, std::span<size
   return n;
 }
 
-long Tun::read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+long Tun::read_one(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                    std::error_code& ec) {
   const std::span<uint8_t> buf = bufs[0];
   if (buf.size() < offset) {
@@ -404,11 +507,11 @@ long Tun::read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> s
   int n = 0;
   if (vnet_hdr_) iov[n++] = {hdr, sizeof hdr};
   iov[n++] = {buf.data() + offset, in_buf};
-  iov[n++] = {scratch_.get() + in_buf, kMaxPacket - in_buf + 1};
+  iov[n++] = {q.scratch.get() + in_buf, kMaxPacket - in_buf + 1};
   const size_t hdr_len = vnet_hdr_ ? sizeof hdr : 0;
 
   ssize_t r;
-  while ((r = readv_(fd_.load(std::memory_order_relaxed), iov, n)) < 0) {
+  while ((r = readv_(q.fd.load(std::memory_order_relaxed), iov, n)) < 0) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN) return 0;
     // EBADFD: the interface was deleted under us (the event thread is closing us).
@@ -425,38 +528,39 @@ long Tun::read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> s
   const VirtioNetHdr vh = vnet_hdr_ ? VirtioNetHdr::decode(hdr) : VirtioNetHdr{};
   if (vh.gso_type == kVirtioNetHdrGsoNone) {
     if (len > cap) return drop();
-    if (len > in_buf) std::memcpy(buf.data() + offset + in_buf, scratch_.get() + in_buf, len - in_buf);
+    if (len > in_buf) std::memcpy(buf.data() + offset + in_buf, q.scratch.get() + in_buf, len - in_buf);
     if (!finish_read(vh, buf.subspan(offset, len))) return drop();
     sizes[0] = len;
     return 1;
   }
   // A super-packet: gather it in the scratch buffer, then split it into bufs from there.
-  std::memcpy(scratch_.get(), buf.data() + offset, std::min(len, in_buf));
+  std::memcpy(q.scratch.get(), buf.data() + offset, std::min(len, in_buf));
   std::error_code parse_ec;
-  if (!gso_parse(vh, {scratch_.get(), len}, pending_, parse_ec)) return drop();
-  pending_next_ = 0;
+  if (!gso_parse(vh, {q.scratch.get(), len}, q.pending, parse_ec)) return drop();
+  q.pending_next = 0;
   read_split_.fetch_add(1, std::memory_order_relaxed);
-  return split_pending(bufs, sizes, offset);
+  return split_pending(q, bufs, sizes, offset);
 }
 
-long Tun::split_pending(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset) {
+long Tun::split_pending(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+                        size_t offset) {
   // Segments are bounded by the caller's buffers alone, not by mtu(): a super-packet
   // queued before an MTU change is still delivered whole.
   std::error_code ec;
-  const size_t k = gso_split(pending_, {scratch_.get(), pending_.len}, pending_next_, bufs, sizes, offset,
+  const size_t k = gso_split(q.pending, {q.scratch.get(), q.pending.len}, q.pending_next, bufs, sizes, offset,
                              std::numeric_limits<size_t>::max(), ec);
   if (ec) {
-    pending_next_ = pending_.segments;
+    q.pending_next = q.pending.segments;
     read_dropped_.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
-  pending_next_ += k;
+  q.pending_next += k;
   return static_cast<long>(k);
 }
 
-bool Tun::wait(short events, int timeout_ms, std::error_code& ec) {
-  pollfd fds[3] = {{fd_.load(std::memory_order_relaxed), events, 0}, {close_fd_, POLLIN, 0}, {kick_fd_, POLLIN, 0}};
-  const nfds_t count = events == POLLIN && kick_fd_ >= 0 ? 3 : 2;
+bool Tun::wait(Queue& q, short events, int timeout_ms, std::error_code& ec) {
+  pollfd fds[3] = {{q.fd.load(std::memory_order_relaxed), events, 0}, {close_fd_, POLLIN, 0}, {q.kick_fd, POLLIN, 0}};
+  const nfds_t count = events == POLLIN && q.kick_fd >= 0 ? 3 : 2;
   for (;;) {
     int r = ::poll(fds, count, timeout_ms);
     if (r < 0) {
@@ -470,7 +574,7 @@ bool Tun::wait(short events, int timeout_ms, std::error_code& ec) {
     }
     if (count == 3 && fds[2].revents) {
       uint64_t v;
-      [[maybe_unused]] ssize_t got = ::read(kick_fd_, &v, sizeof v);
+      [[maybe_unused]] ssize_t got = ::read(q.kick_fd, &v, sizeof v);
     }
     return r > 0;  // POLLERR/POLLHUP too: the next read or write reports them
   }
@@ -514,7 +618,8 @@ bool Tun::write_coalesced(std::span<const std::span<uint8_t>> bufs, size_t offse
         write_rejected_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      switch (send(iov.data(), static_cast<int>(iov.size()), ec)) {
+      const std::span<const uint8_t> first = chunk[gro.members(w)[0]].subspan(offset);
+      switch (send(first, iov.data(), static_cast<int>(iov.size()), ec)) {
         case Sent::ok:
           written += w.member_count;
           if (w.gso_type != kVirtioNetHdrGsoNone) write_coalesced_.fetch_add(1, std::memory_order_relaxed);
@@ -553,20 +658,21 @@ bool Tun::write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec) 
   uint8_t* start = buf.data() + offset - hdr_len;
   if (vnet_hdr_) plain_header(buf.subspan(offset), csum_trusted_).encode(start);  // GSO_NONE
   const iovec iov{start, buf.size() - offset + hdr_len};
-  const Sent s = send(&iov, 1, ec);
+  const Sent s = send(buf.subspan(offset), &iov, 1, ec);
   if (s == Sent::ok) return true;
   if (s != Sent::failed) write_rejected_.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
-Tun::Sent Tun::send(const iovec* iov, int count, std::error_code& ec) {
+Tun::Sent Tun::send(std::span<const uint8_t> packet, const iovec* iov, int count, std::error_code& ec) {
+  Queue& q = *queues_[flow_queue(packet, queues_.size())];
   for (;;) {
-    if (writev_(fd_.load(std::memory_order_relaxed), iov, count) >= 0) return Sent::ok;
+    if (writev_(q.fd.load(std::memory_order_relaxed), iov, count) >= 0) return Sent::ok;
     switch (errno) {
       case EINTR:
         continue;
       case EAGAIN:
-        if (wait(POLLOUT, kWriteWaitMs, ec)) continue;
+        if (wait(q, POLLOUT, kWriteWaitMs, ec)) continue;
         return ec ? Sent::failed : Sent::dropped;  // no room in time: drop this one
       case EINVAL:
         return Sent::refused;  // not IPv4/IPv6 or malformed: the kernel's verdict on this packet only
@@ -704,7 +810,7 @@ bool Tun::follow_move() {
   ifreq ifr{};
   {
     std::shared_lock lock(io_mu_);
-    int fd = fd_.load(std::memory_order_relaxed);
+    int fd = queues_[0]->fd.load(std::memory_order_relaxed);
     if (fd < 0) return false;
     netns = UniqueFd(::ioctl(fd, TUNGETDEVNETNS));
     if (!netns || ::ioctl(fd, TUNGETIFF, &ifr) < 0) return false;
@@ -739,15 +845,17 @@ void Tun::shutdown() {
   // read() and write() leave once they see close_fd_ readable; then the descriptor
   // can go without another thread still polling or reusing its number.
   std::unique_lock lock(io_mu_);
-  int fd = fd_.exchange(-1);
-  if (fd >= 0) {
+  std::lock_guard wl(watch_mu_);
+  for (auto& q : queues_) {
+    const int fd = q->fd.exchange(-1);
+    if (fd < 0) continue;
     // An epoll set forgets the TUN only when the last descriptor of its open file goes,
     // and a copy may live on elsewhere (wg-tun's daemon mode passes one to its child):
     // leave the sets it was added to (epoll_watch), or they would stay readable for a
     // descriptor nobody reads. close_fd_ stays in them: it wakes the waiter.
-    std::lock_guard wl(watch_mu_);
     epoll_event ev{};
-    for (int epfd : watchers_) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
+    for (auto [epfd, watched] : watchers_)
+      if (watched == fd) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
     ::close(fd);
   }
 }

@@ -24,6 +24,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <sys/uio.h>
@@ -31,6 +32,7 @@
 #include "tun/device.hpp"
 #include "tunlinux/offload.hpp"
 #include "tunlinux/virtio_net.hpp"
+#include "wg/base/fd.hpp"
 
 namespace tunlinux {
 
@@ -58,6 +60,14 @@ public:
     // starts at 500, 26 ms of a 200 Mbit/s UDP flow, which a descheduled reader on a
     // busy 2-vCPU machine outlasts.
     unsigned queue_len = 1024;
+    // Receive queues (IFF_MULTI_QUEUE), each its own descriptor, read through queue(i):
+    // the kernel puts each flow it sends on one queue (its own hash for a flow it has
+    // not seen written; else the queue the flow was last written on), and write() writes
+    // each flow on the queue our symmetric flow hash picks (flow_queue), so both
+    // directions of a flow stay on one queue and flows spread over all of them. 1: a
+    // plain TUN (no IFF_MULTI_QUEUE). A persistent interface keeps the kind it was made
+    // with: asking another is invalid_argument.
+    unsigned queues = 1;
     // The system calls behind read() and write(), never null: tests put the kernel's
     // transient failures (EINTR, EAGAIN, ENOMEM) exactly where the real calls are.
     ssize_t (*readv)(int, const iovec*, int) = ::readv;
@@ -82,12 +92,15 @@ public:
   // Adopts an attached TUN descriptor (WG_TUN_FD from a parent process). Its flags are
   // kept: IFF_TUN and IFF_NO_PI are required, IFF_VNET_HDR is used when present (its
   // header size reset to 10 bytes and offloads negotiated afresh as create() does).
-  // On success the Tun owns `fd`; on failure the caller still does.
+  // On success the Tun owns `fd`; on failure the caller still does. With opts.queues > 1
+  // the descriptor must be of an IFF_MULTI_QUEUE interface (else invalid_argument) and
+  // the other queues are attached to it by name (in the caller's namespace).
   static std::unique_ptr<Tun> from_fd(int fd, const Options& opts, std::error_code& ec);
   static std::unique_ptr<Tun> from_fd(int fd, std::error_code& ec) { return from_fd(fd, Options{}, ec); }
 
-  Tun(Private, int fd, std::string name, int ifindex, bool vnet_hdr, unsigned offloads, const Options& opts,
-      int nl_fd, int close_fd, int wake_fd);
+  // Owns every descriptor given: fds (one per queue, at least one), nl_fd, close_fd, wake_fd.
+  Tun(Private, std::vector<int> fds, std::string name, int ifindex, bool vnet_hdr, unsigned offloads,
+      const Options& opts, int nl_fd, int close_fd, int wake_fd);
   ~Tun() override;
   Tun(const Tun&) = delete;
   Tun& operator=(const Tun&) = delete;
@@ -117,13 +130,17 @@ public:
   // Non-blocking reading (tun::Device): read_now() leaves nothing behind that only a read
   // could find; if its buffers end inside a super-packet, the rest waits for the next
   // read, and a thread in wait_readable() or read() is woken for it.
-  bool can_read_now() const override { return kick_fd_ >= 0; }
+  bool can_read_now() const override { return queues_[0]->kick_fd >= 0; }
   bool wait_readable(std::error_code& ec) override;
   size_t read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                   std::error_code& ec) override;
   // The TUN descriptor itself, added under the lock that closing takes (never a number
   // reused after close), and the close eventfd, so that closing wakes the waiter.
   bool epoll_watch(int epfd, bool on) override;
+
+  // Options::queues; queue(i) reads queue i (queue(0) is *this), writes go by flow.
+  size_t queues() const override { return queues_.size(); }
+  tun::Device& queue(size_t i) override;
 
   size_t batch_size() const override { return 128; }
   // The interface MTU, read at open and refreshed from rtnetlink events.
@@ -145,9 +162,9 @@ public:
   // The interface was deleted (not moved to another namespace, which the device follows:
   // its events then come from there). Set before the last down event.
   bool deleted() const { return deleted_.load(std::memory_order_acquire); }
-  // The TUN descriptor, for handing to a child process (wg-tun's daemon mode); -1
-  // after close().
-  int fd() const { return fd_.load(std::memory_order_relaxed); }
+  // The TUN descriptor (queue 0's), for handing to a child process (wg-tun's daemon
+  // mode, whose child attaches the other queues itself); -1 after close().
+  int fd() const { return queues_[0]->fd.load(std::memory_order_relaxed); }
 
   // The TUNSETOFFLOAD bits the kernel accepted (TUN_F_*, kTunFUso4/6); 0 without a
   // virtio-net header. Never changes.
@@ -167,6 +184,20 @@ public:
   Counters counters() const;
 
 private:
+  // One receive queue: its descriptor and read state (read() and read_now() may run on
+  // different threads, under read_mu): the super-packet still being split into calls.
+  struct Queue {
+    std::atomic<int> fd{-1};  // goes to -1 only under io_mu_'s unique lock
+    int kick_fd = -1;  // eventfd: read_now() left segments behind for a waiting reader; -1 if none could be made
+    std::mutex read_mu;
+    std::unique_ptr<uint8_t[]> scratch;  // kMaxPacket + 1 spill byte
+    GsoPacket pending;
+    size_t pending_next = 0;  // next segment; == pending.segments when none
+    bool drained = false;     // the last read() found the queue empty: poll first next time
+  };
+  class QueueDevice;  // queue(i) for i >= 1
+  friend class QueueDevice;
+
   struct LinkState {
     bool up = false;
     int mtu = 0;
@@ -175,30 +206,40 @@ private:
   // Flags and MTU of interface `ifindex` in the namespace of the rtnetlink socket nl_fd;
   // ec = no_such_device once it is gone.
   static bool query_link(int nl_fd, int ifindex, LinkState& st, std::error_code& ec);
-  static std::unique_ptr<Tun> open_events(int fd, std::string name, bool vnet_hdr, unsigned offloads,
-                                          const Options& opts, std::error_code& ec);
+  // Takes the descriptors in `fds` (one per queue) on success only.
+  static std::unique_ptr<Tun> open_events(std::vector<wg::UniqueFd>& fds, std::string name, bool vnet_hdr,
+                                          unsigned offloads, const Options& opts, std::error_code& ec);
 
-  // Reads until `want` packets or the queue is empty (drained_); under read_mu_.
-  size_t read_queued(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+  // tun::Device's reading, on queue q.
+  size_t read_on(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                 std::error_code& ec);
+  bool wait_readable_on(Queue& q, std::error_code& ec);
+  size_t read_now_on(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                     std::error_code& ec);
+  bool epoll_watch_on(Queue& q, int epfd, bool on);
+  // Reads until `want` packets or the queue is empty (drained); under q.read_mu.
+  size_t read_queued(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                      size_t want, std::error_code& ec);
   // One read() from the device into bufs (a plain packet) or the scratch buffer (a
   // super-packet, then split); 0 = nothing queued (EAGAIN), -1 = dropped packet,
   // otherwise the number of packets. Device gone or closed: sets ec.
-  long read_one(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+  long read_one(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                 std::error_code& ec);
-  // More segments of the super-packet in scratch_; -1 when it had to be dropped.
-  long split_pending(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset);
+  // More segments of the super-packet in q.scratch; -1 when it had to be dropped.
+  long split_pending(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset);
 
   enum class Sent { ok, refused, dropped, failed };  // refused = EINVAL; failed sets ec
-  Sent send(const iovec* iov, int count, std::error_code& ec);
+  // Writes one packet (plain or coalesced, `iov` from its virtio-net header on) on the
+  // queue of its flow (flow_queue of `packet`, its IP header on).
+  Sent send(std::span<const uint8_t> packet, const iovec* iov, int count, std::error_code& ec);
   // One packet behind plain_header()'s virtio-net header in its headroom.
   bool write_one(std::span<uint8_t> buf, size_t offset, std::error_code& ec);
   // Plans each chunk with Gro and sends its writes; false once ec is set.
   bool write_coalesced(std::span<const std::span<uint8_t>> bufs, size_t offset, GroOptions opts,
                        size_t& written, std::error_code& ec);
-  // Waits for `events` on the TUN descriptor (for POLLIN, or a kick: segments left
-  // behind by read_now); false once closing (ec set) or timed out.
-  bool wait(short events, int timeout_ms, std::error_code& ec);
+  // Waits for `events` on q's descriptor (for POLLIN, or a kick: segments left behind by
+  // read_now); false once closing (ec set) or timed out.
+  bool wait(Queue& q, short events, int timeout_ms, std::error_code& ec);
 
   // The event thread: rtnetlink link messages for ifindex_.
   void run_events();
@@ -216,7 +257,8 @@ private:
   // close() minus joining the event thread (which may be the caller).
   void shutdown();
 
-  // Never change after construction (fd_ only goes to -1 under io_mu_'s unique lock).
+  // Never change after construction (queue descriptors only go to -1 under io_mu_'s
+  // unique lock).
   const std::string name_;
   std::atomic<int> ifindex_;  // in the interface's current namespace; set by the event thread
   const bool vnet_hdr_;
@@ -226,14 +268,16 @@ private:
   // interface moves to another one, closed by the destructor.
   int nl_fd_;
   const int close_fd_, wake_fd_;  // close_fd_ is an eventfd that stays readable once closed
-  std::atomic<int> fd_;
+  std::vector<std::unique_ptr<Queue>> queues_;               // never resized
+  std::vector<std::unique_ptr<QueueDevice>> queue_devices_;  // queue(1)...
 
-  // read()/write() hold it shared while they use fd_; shutdown() takes it exclusively to
-  // close fd_ once they have left.
+  // read()/write() hold it shared while they use a queue's descriptor; shutdown() takes
+  // it exclusively to close them once they have left.
   std::shared_mutex io_mu_;
-  // The epoll sets fd_ was added to (epoll_watch), which shutdown() makes leave it.
+  // The epoll sets a queue descriptor was added to (epoll_watch: set, descriptor), which
+  // shutdown() makes leave it.
   std::mutex watch_mu_;
-  std::vector<int> watchers_;
+  std::vector<std::pair<int, int>> watchers_;
   std::atomic<bool> closed_{false};
   std::atomic<bool> deleted_{false};
   std::atomic<int> mtu_{0};
@@ -242,16 +286,9 @@ private:
   ssize_t (*const writev_)(int, const iovec*, int);
   std::atomic<uint64_t> read_dropped_{0}, read_split_{0}, write_rejected_{0}, write_coalesced_{0};
 
-  // Read state, under read_mu_ (read() and read_now() may run on different threads): the
-  // largest packet a read can bring, and the super-packet still being split into calls.
-  std::mutex read_mu_;
-  const int kick_fd_;  // eventfd: read_now() left segments behind for a waiting reader; -1 if none could be made
+  // The largest packet a read can bring.
   static constexpr size_t kMaxPacket = 65536 + 64;
   static constexpr size_t kPlainSlack = 256;  // read_one: bytes past the MTU read into the caller's buffer
-  std::unique_ptr<uint8_t[]> scratch_;  // kMaxPacket + 1 spill byte
-  GsoPacket pending_;
-  size_t pending_next_ = 0;  // next segment; == pending_.segments when none
-  bool drained_ = false;     // the last read() found the queue empty: poll first next time
 
   std::mutex handler_mu_;
   std::function<void(tun::Event)> handler_;

@@ -22,12 +22,12 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       bind_(bind),
       options_(options),
       batch_(std::min({tun.batch_size(), bind.batch_size(), kMaxBatch})),
-      buffers_(options.buffer_limit),
+      buffers_(options.buffer_limit + batch_ * (tun.queues() - 1)),
       staging_(std::max<size_t>(options.buffer_limit / 4, 1)),
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
-      answers_from_tun_(options.answer_from_tun && tun.can_read_now()),
+      answers_from_tun_(options.answer_from_tun && tun.can_read_now() && tun.queues() == 1),
       light_possible_(answers_from_tun_ && options.one_thread_when_light),
       hs_load_(options.handshake_queue) {
   clock_ = options_.clock;
@@ -45,9 +45,9 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
     name_thread("wg-timers");
     timer_loop();
   });
-  tun_thread_ = std::thread([this] {
+  for (size_t q = 0; q < tun.queues(); ++q) tun_threads_.emplace_back([this, &dev = tun.queue(q)] {
     name_thread("wg-tun-read");
-    tun_reader();
+    tun_reader(dev);
   });
 }
 
@@ -73,7 +73,7 @@ void Device::close() {
     light_cv_.notify_all();
     { std::lock_guard lock(timer_mu_); }
     timer_round_cv_.notify_all();  // a clock_moved() waiting for a round that will not come
-    if (tun_thread_.joinable()) tun_thread_.join();
+    for (auto& t : tun_threads_) t.join();
     for (auto& w : workers_) w.join();
     handshake_thread_.join();
     timer_thread_.join();
@@ -117,6 +117,8 @@ std::error_code Device::open_bind_locked() {
       light_epolls_.push_back(std::move(ep));
     }
   }
+  receiver_buffers_ = batch_ * (fns.size() > 2 ? fns.size() - 2 : 0);
+  buffers_.add_limit(static_cast<std::ptrdiff_t>(receiver_buffers_));
   for (size_t r = 0; r < fns.size(); ++r) receivers_.emplace_back([this, fn = fns[r], r] {
     name_thread("wg-udp-recv");
     bind_receiver(fn, r);
@@ -128,6 +130,8 @@ void Device::close_bind_locked() {
   bind_.close();
   for (auto& t : receivers_) t.join();
   receivers_.clear();
+  buffers_.add_limit(-static_cast<std::ptrdiff_t>(receiver_buffers_));
+  receiver_buffers_ = 0;
   // A TUN lent to a receiver comes back to the reader (closing the epoll instances
   // drops its registration).
   std::lock_guard lock(light_mu_);

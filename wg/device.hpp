@@ -36,7 +36,10 @@ struct DeviceOptions {
   // back-pressure: packets in flight between the readers and the writers. More only
   // queues (latency) and spreads the working set past the caches: in the netns pair,
   // 1024 carried 15 % more TCP than 8192 (RSS 67 MB against 150), and 512 as much as
-  // 1024 in half the memory (34 MB).
+  // 1024 in half the memory (34 MB). Every reading thread keeps a batch of buffers (128)
+  // to read into: the bound counts those of one TUN reader and two receivers (one socket
+  // per family); each further TUN queue or socket adds a batch to it, or the readers
+  // would hold every buffer at rest and none could be had to read with.
   size_t buffer_limit = 512;
   // Queued handshake messages: 1/8 full starts a second under load (HandshakeLoad); a
   // full queue still takes an eighth more messages that carry a valid cookie (mac2).
@@ -50,7 +53,9 @@ struct DeviceOptions {
   // With a device that reads without blocking (the kernel TUN), a receiving thread that
   // handed on at most a few datagrams (light traffic) reads what the TUN holds right after
   // and sends it itself: the kernel's answer to what was just written (an echo reply, an
-  // ACK) leaves without waking the TUN reader (answer_from_tun).
+  // ACK) leaves without waking the TUN reader (answer_from_tun). Not with a device of
+  // several queues (tun::Device::queues): its readers read one queue each, and a
+  // receiving thread would not know which queue holds the answer.
   bool answer_from_tun = true;
   // One thread per side when traffic is light: with answer_from_tun, a device that can
   // be waited on among other descriptors (tun::Device::epoll_watch, the kernel TUN) and
@@ -194,7 +199,8 @@ private:
   bool keep_reading_after(const std::error_code& ec, unsigned& failures, const char* what, bool loud);
   static constexpr std::chrono::milliseconds kErrorBackoffMax{250};
   // send.cpp
-  void tun_reader();
+  // One per queue of the TUN (tun::Device::queues), `dev` being tun_.queue(i).
+  void tun_reader(tun::Device& dev);
   // Routes the n packets read into bufs and stages each peer's; the buffers of packets
   // with no peer are moved to bufs[0..k), k returned (the others are the peers' now).
   size_t route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n);
@@ -304,6 +310,7 @@ private:
   std::mutex tun_order_mu_;
   std::mutex bind_mu_;
   std::vector<std::thread> receivers_;
+  size_t receiver_buffers_ = 0;  // added to the buffer limit for receivers past two
   std::atomic<bool> up_{false};
 
   // --- one thread when light (lend_tun, serve_tun) ---
@@ -351,7 +358,7 @@ private:
   std::atomic<Clock::rep> timer_wake_at_{std::numeric_limits<Clock::rep>::max()};
 
   std::atomic<bool> closing_{false};
-  std::thread tun_thread_;
+  std::vector<std::thread> tun_threads_;  // one per queue
   std::thread handshake_thread_;
   std::thread timer_thread_;
   std::vector<std::thread> workers_;

@@ -43,6 +43,14 @@ void BufferPool::give(uint8_t* const* bufs, size_t n) {
   cv_.notify_all();
 }
 
+void BufferPool::add_limit(std::ptrdiff_t n) {
+  {
+    std::lock_guard lock(mu_);
+    limit_ = static_cast<size_t>(static_cast<std::ptrdiff_t>(limit_) + n);
+  }
+  cv_.notify_all();
+}
+
 void BufferPool::close() {
   {
     std::lock_guard lock(mu_);

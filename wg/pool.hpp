@@ -52,6 +52,9 @@ public:
     s.store(1, std::memory_order_relaxed);
     return true;
   }
+  // Raises (or, negative, lowers) the number of buffers the pool may allocate. Lowered
+  // below what it holds, it allocates no more until buffers are fewer (none are freed).
+  void add_limit(std::ptrdiff_t n);
   void close();
   size_t allocated() const;
   size_t idle() const;  // in the pool now; allocated() when every buffer is back
@@ -63,7 +66,7 @@ private:
     return *std::launder(reinterpret_cast<std::atomic<uint32_t>*>(buf - kHeader));
   }
   size_t take_locked(uint8_t** out, size_t n);
-  const size_t limit_;
+  size_t limit_;  // under mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<uint8_t[]>> storage_;

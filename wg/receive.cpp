@@ -53,8 +53,15 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
   std::array<conn::Endpoint, kMaxBatch> eps;
   std::array<uint32_t, kMaxBatch> shares{};   // entries handed on, per buffer
   std::array<Batch*, kMaxBatch> ready{};      // batches of this pass, to hand on at its end
-  if (buffers_.take(bufs.data(), batch_) < batch_) return;  // take() gives all or blocks
-  size_t have = batch_;
+  size_t have = 0;
+  while (have < batch_) {
+    const size_t got = buffers_.take(bufs.data() + have, batch_ - have);  // at least one, or closing
+    if (got == 0) {
+      buffers_.give(bufs.data(), have);
+      return;
+    }
+    have += got;
+  }
   unsigned failures = 0;  // receives failed in a row
   LightWindow light_window;  // while this thread serves the TUN (serve_tun)
 

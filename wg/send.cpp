@@ -20,17 +20,20 @@
 
 namespace wg {
 
-// 1-2. Read and route. With a device that reads without blocking (tun::Device::
-// can_read_now: the kernel TUN), the reader waits for it outside tun_order_mu_ and reads,
+// 1-2. Read and route; one reader per queue of the device. With answer_from_tun (a
+// device of one queue that reads without blocking, tun::Device::can_read_now: the kernel
+// TUN), the reader waits for it outside tun_order_mu_ and reads,
 // routes and stages under it, as answer_from_tun() does on a receiving thread: whichever
 // thread reads packets stages them before the other reads more, so their order holds.
-void Device::tun_reader() {
+void Device::tun_reader(tun::Device& dev) {
   std::array<uint8_t*, kMaxBatch> bufs{};
   std::array<std::span<uint8_t>, kMaxBatch> spans;
   std::array<size_t, kMaxBatch> sizes{};
   size_t have = 0;
   unsigned failures = 0;  // reads failed in a row
-  const bool now_reads = tun_.can_read_now();
+  // Read without blocking only where answer_from_tun may read too (one queue): the
+  // order lock would otherwise be one more lock per batch, and shared by every queue's reader.
+  const bool now_reads = answers_from_tun_;
   unsigned light_reads = 0;  // reads of at most kAnswerPass packets in a row (lend_tun)
   uint64_t heavy_before = 0;  // heavy_passes_ when that run began
   std::chrono::steady_clock::time_point light_from;  // and when
@@ -48,12 +51,12 @@ void Device::tun_reader() {
     size_t n = 0;
     std::unique_lock<std::mutex> order;
     if (now_reads) {
-      if (tun_.wait_readable(ec)) {
+      if (dev.wait_readable(ec)) {
         order = std::unique_lock(tun_order_mu_);
-        n = tun_.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
+        n = dev.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
       }
     } else {
-      n = tun_.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
+      n = dev.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
     }
     if (ec) {
       order = {};

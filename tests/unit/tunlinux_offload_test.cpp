@@ -1411,3 +1411,51 @@ TEST_CASE("tun offload: a super-packet larger than the read batch continues in t
     EXPECT(tun->counters().read_dropped == 0);
   });
 }
+
+// ---------------------------------------------------------------- multi-queue TUN
+
+TEST_CASE("offload: flow_queue gives both directions of a flow one queue and spreads flows", "[offload]") {
+  using tunlinux::flow_queue;
+  for (size_t queues : {2u, 3u, 4u, 16u}) {
+    std::vector<size_t> used(queues);
+    for (bool v6 : {false, true}) {
+      for (uint16_t port = 40000; port < 40256; ++port) {
+        Ip there, back;
+        there.v6 = back.v6 = v6;
+        back.src = there.dst;
+        back.dst = there.src;
+        Tcp out, in;
+        out.sport = in.dport = port;
+        out.dport = in.sport = 5201;
+        const size_t q = flow_queue(tcp_packet(there, out, {}), queues);
+        REQUIRE(q < queues);
+        CHECK(flow_queue(tcp_packet(back, in, payload_bytes(100, 1)), queues) == q);
+        CHECK(flow_queue(udp_packet(there, port, 53, {}), queues) ==
+              flow_queue(udp_packet(back, 53, port, payload_bytes(3, 1)), queues));
+        ++used[q];
+      }
+    }
+    // 512 flows: every queue gets a fair share (a queue below half of it would mean a
+    // hash that clusters).
+    for (size_t q = 0; q < queues; ++q) CHECK(used[q] > 512 / queues / 2);
+  }
+  SECTION("later fragments, other protocols and non-IP") {
+    Ip frag;
+    frag.frag = 0x0010;  // offset 128 bytes: no ports in it
+    // A later fragment's first bytes are not ports: only protocol and addresses count.
+    const size_t q = flow_queue(udp_packet(frag, 1111, 2222, {}), 16);
+    size_t others = 0;
+    for (uint16_t port = 1; port <= 64; ++port) {
+      CHECK(flow_queue(udp_packet(frag, port, 2222, {}), 16) == q);
+      others += flow_queue(udp_packet({}, port, 2222, {}), 16) != q;  // unfragmented: ports count
+    }
+    CHECK(others > 32);
+    Bytes icmp = ip_packet({}, 1, Bytes(8));
+    CHECK(flow_queue(icmp, 16) < 16);
+    CHECK(flow_queue(Bytes{0x45, 0, 0}, 4) == 0);       // too short
+    CHECK(flow_queue(Bytes(40, 0x20), 4) == 0);         // version 2
+    CHECK(flow_queue(Bytes(), 4) == 0);
+    CHECK(flow_queue(icmp, 1) == 0);
+    CHECK(flow_queue(icmp, 0) == 0);
+  }
+}

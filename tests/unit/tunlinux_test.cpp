@@ -34,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -53,6 +54,7 @@
 #include "skip.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/tun.hpp"
+#include "wg/base/fd.hpp"
 
 namespace {
 
@@ -226,7 +228,7 @@ struct Batch {
 
 // Reads batches until a packet satisfies `pred` (the alarm bounds the wait); returns
 // it and the size of the batch it came in.
-std::pair<std::vector<uint8_t>, size_t> read_until(Tun& tun, Batch& b,
+std::pair<std::vector<uint8_t>, size_t> read_until(tun::Device& tun, Batch& b,
                                                    const std::function<bool(std::span<const uint8_t>)>& pred,
                                                    size_t offset = kOffset) {
   for (;;) {
@@ -484,11 +486,12 @@ TEST_CASE("tun: an ICMP echo written into the TUN is answered, bad packets are s
 
 namespace {
 
-// A UDP datagram 198.19.0.2:5555 -> 198.19.0.1:7000 at kOffset in its buffer, its checksum
-// right or (as a sender that corrupted it before encrypting would leave it) wrong.
-std::vector<uint8_t> udp_to_local(const std::string& payload, bool good_checksum) {
-  std::vector<uint8_t> b(kOffset + 28 + payload.size());
-  uint8_t* p = b.data() + kOffset;
+// A UDP datagram 198.19.0.2:sport -> 198.19.0.1:dport at `offset` in its buffer, its
+// checksum right or (as a sender that corrupted it before encrypting would leave it) wrong.
+std::vector<uint8_t> udp_to_local(const std::string& payload, bool good_checksum, uint16_t sport = 5555,
+                                  uint16_t dport = 7000, size_t offset = kOffset) {
+  std::vector<uint8_t> b(offset + 28 + payload.size());
+  uint8_t* p = b.data() + offset;
   p[0] = 0x45;
   put16(&p[2], static_cast<uint16_t>(28 + payload.size()));
   p[8] = 64;
@@ -496,8 +499,8 @@ std::vector<uint8_t> udp_to_local(const std::string& payload, bool good_checksum
   std::memcpy(&p[12], kPeer, 4);
   std::memcpy(&p[16], kLocal, 4);
   put16(&p[10], static_cast<uint16_t>(~naive_checksum(p, 20)));
-  put16(&p[20], 5555);
-  put16(&p[22], 7000);
+  put16(&p[20], sport);
+  put16(&p[22], dport);
   put16(&p[24], static_cast<uint16_t>(8 + payload.size()));
   std::memcpy(&p[28], payload.data(), payload.size());
   uint16_t c = static_cast<uint16_t>(~l4_verify(p, 28 + payload.size()));  // over a zero field
@@ -1344,5 +1347,313 @@ TEST_CASE("tun: EINTR and EAGAIN from writev are retried, ENOMEM drops one packe
     expect_replies(*tun, {200}, {201, 202, 203});
     ping_through(*tun, 300);  // the next write goes
     EXPECT(tun->counters().write_rejected == 2);
+  });
+}
+
+// ---------------------------------------------------------------- multi-queue TUN
+
+namespace {
+
+// A UDP socket bound to 198.19.0.1:port (0: any), closed on scope exit.
+wg::UniqueFd udp_socket(uint16_t port = 0) {
+  wg::UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  std::memcpy(&a.sin_addr, kLocal, 4);
+  EXPECT_MSG(s && ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, std::strerror(errno));
+  return s;
+}
+
+// Threads of this process named `name`.
+size_t threads_named(const std::string& name) {
+  size_t n = 0;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(e.path() / "comm");
+    std::string got;
+    std::getline(comm, got);
+    n += got == name;
+  }
+  return n;
+}
+
+}  // namespace
+
+// IFF_MULTI_QUEUE (Tun::Options::queues): the kernel puts each flow it sends on one
+// queue, and a flow written through the Tun (on the queue flow_queue picks) is answered
+// on that same queue, so both directions of a flow meet one reader.
+//
+//   64 local sockets -> 198.19.0.2:9 -> kernel -> wgt0 queue 0 or 1 (read_now on each)
+//   Tun::write 198.19.0.2:P -> 198.19.0.1:7000 -> socket -> reply -> queue flow_queue(P)
+TEST_CASE("tun: a multi-queue TUN spreads flows over its queues and answers a flow on the queue it was written on",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    step("create with 2 queues");
+    Tun::Options o;
+    o.queues = 2;
+    std::error_code ec;
+    auto tun = Tun::create(kIf, 1420, o, ec);
+    EXPECT_MSG(tun && !ec, ec.message());
+    EXPECT(tun->queues() == 2);
+    EXPECT(&tun->queue(0) == tun.get());
+    tun::Device& q1 = tun->queue(1);
+    EXPECT(&q1 != tun.get() && q1.can_read_now() && q1.mtu() == 1420 && q1.queues() == 2);
+    bring_up();
+
+    // Reads both queues until `want` packets matched `pred`; per match, which queue.
+    auto read_both = [&](size_t want, const std::function<bool(std::span<const uint8_t>)>& pred,
+                         const std::function<void(size_t, std::span<const uint8_t>)>& seen) {
+      Batch b;
+      size_t got = 0;
+      const auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (got < want) {
+        EXPECT_MSG(std::chrono::steady_clock::now() < deadline,
+                   "read " + std::to_string(got) + " of " + std::to_string(want) + " in 5 s");
+        bool any = false;
+        for (size_t q = 0; q < 2; ++q) {
+          size_t n = tun->queue(q).read_now(b.spans, b.sizes, kOffset, ec);
+          EXPECT_MSG(!ec, ec.message());
+          for (size_t i = 0; i < n; ++i) {
+            if (!pred(b.packet(i))) continue;
+            seen(q, b.packet(i));
+            ++got;
+          }
+          any = any || n > 0;
+        }
+        if (!any) std::this_thread::sleep_for(1ms);
+      }
+    };
+
+    step("64 flows from the kernel, 4 datagrams each: one queue per flow, both queues used, all read");
+    std::vector<wg::UniqueFd> socks;
+    for (int f = 0; f < 64; ++f) socks.push_back(udp_socket());
+    sockaddr_in peer{};
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons(9);
+    std::memcpy(&peer.sin_addr, kPeer, 4);
+    for (int round = 0; round < 4; ++round)
+      for (auto& s : socks)
+        EXPECT(::sendto(s.get(), "x", 1, 0, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 1);
+    std::map<uint16_t, std::set<size_t>> queue_of;  // source port -> queues seen
+    std::map<uint16_t, int> count;
+    size_t per_queue[2] = {};
+    read_both(256, is_udp_to_discard, [&](size_t q, std::span<const uint8_t> p) {
+      queue_of[be16(&p[20])].insert(q);
+      ++count[be16(&p[20])];
+      ++per_queue[q];
+    });
+    EXPECT(queue_of.size() == 64);
+    for (auto& [port, qs] : queue_of) EXPECT_MSG(qs.size() == 1, "flow " + std::to_string(port) + " on both queues");
+    for (auto& [port, n] : count) EXPECT(n == 4);
+    EXPECT_MSG(per_queue[0] > 0 && per_queue[1] > 0,
+               "queue 0: " + std::to_string(per_queue[0]) + ", queue 1: " + std::to_string(per_queue[1]));
+
+    step("32 flows written into the TUN: each answer comes back on flow_queue's queue");
+    auto server = udp_socket(7000);
+    std::map<uint16_t, size_t> written_on;  // peer port -> queue of its flow
+    size_t expect_per_queue[2] = {};
+    for (uint16_t port = 20000; port < 20032; ++port) {
+      auto pkt = udp_to_local("ask " + std::to_string(port), true, port);
+      written_on[port] = tunlinux::flow_queue({pkt.data() + kOffset, pkt.size() - kOffset}, 2);
+      ++expect_per_queue[written_on[port]];
+      std::span<uint8_t> one[] = {pkt};
+      // Through either queue's device: write() picks the queue by the flow, not the caller.
+      EXPECT(tun->queue(port % 2).write(one, kOffset, ec) == 1 && !ec);
+      char buf[64];
+      sockaddr_in from{};
+      socklen_t len = sizeof from;
+      pollfd pf{server.get(), POLLIN, 0};
+      EXPECT_MSG(::poll(&pf, 1, 2000) == 1, "datagram from port " + std::to_string(port) + " not delivered");
+      ssize_t r = ::recvfrom(server.get(), buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len);
+      EXPECT(r > 0 && ntohs(from.sin_port) == port);
+      EXPECT(::sendto(server.get(), "answer", 6, 0, reinterpret_cast<sockaddr*>(&from), len) == 6);
+    }
+    EXPECT(expect_per_queue[0] > 0 && expect_per_queue[1] > 0);
+    size_t answers = 0;
+    read_both(
+        32, [](std::span<const uint8_t> p) { return p.size() >= 28 && p[9] == IPPROTO_UDP && be16(&p[20]) == 7000; },
+        [&](size_t q, std::span<const uint8_t> p) {
+          const uint16_t port = be16(&p[22]);
+          EXPECT_MSG(written_on.count(port) && written_on[port] == q,
+                     "answer to port " + std::to_string(port) + " on queue " + std::to_string(q));
+          ++answers;
+        });
+    EXPECT(answers == 32);
+
+    step("close wakes a reader blocked on either queue");
+    std::atomic<int> woken{0};
+    std::thread r1([&] {
+      Batch b;
+      std::error_code e;
+      EXPECT(q1.read(b.spans, b.sizes, kOffset, e) == 0 && e == std::errc::operation_canceled);
+      ++woken;
+    });
+    std::this_thread::sleep_for(50ms);
+    tun->close();
+    r1.join();
+    EXPECT(woken == 1);
+    std::error_code e;
+    EXPECT(!q1.wait_readable(e) && e == std::errc::operation_canceled);
+  });
+}
+
+TEST_CASE("tun: a multi-queue TUN is refused where the interface has one queue, and from_fd attaches the rest",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    std::error_code ec;
+    step("a persistent single-queue interface cannot be opened with 2 queues");
+    sh(std::string("ip tuntap add dev ") + kIf + " mode tun");
+    Tun::Options o;
+    o.queues = 2;
+    EXPECT(!Tun::create(kIf, 0, o, ec) && ec);
+    sh(std::string("ip tuntap del dev ") + kIf + " mode tun");
+    o.queues = 0;
+    EXPECT(!Tun::create(kIf, 0, o, ec) && ec == std::errc::invalid_argument);
+
+    step("from_fd: a single-queue descriptor with queues 2 is refused and stays the caller's");
+    auto single = make_tun();
+    const int dup1 = ::dup(single->fd());
+    o.queues = 2;
+    EXPECT(!Tun::from_fd(dup1, o, ec) && ec == std::errc::invalid_argument);
+    EXPECT(::fcntl(dup1, F_GETFD) >= 0);
+    ::close(dup1);
+    single->close();
+
+    step("from_fd: a multi-queue descriptor gets its other queues attached, and they carry flows");
+    auto multi = Tun::create(kIf, 1420, o, ec);
+    EXPECT_MSG(multi && !ec, ec.message());
+    const int dup2 = ::dup(multi->fd());
+    o.queues = 4;
+    auto adopted = Tun::from_fd(dup2, o, ec);
+    EXPECT_MSG(adopted && !ec, ec.message());
+    EXPECT(adopted->queues() == 4);
+    multi->close();  // its two queues leave; the adopted four remain
+    bring_up();
+    // Each datagram goes on the queue of its flow, and its answer comes back there. (Not
+    // so for ICMP here: Linux 6.18 hashes an echo reply apart from its request, so the
+    // reply may come on any queue; the readers read them all.)
+    auto server = udp_socket(7000);
+    std::set<size_t> queues_used;
+    for (uint16_t port = 30000; port < 30008; ++port) {
+      auto pkt = udp_to_local("hello", true, port);
+      const size_t q = tunlinux::flow_queue({pkt.data() + kOffset, pkt.size() - kOffset}, 4);
+      queues_used.insert(q);
+      std::span<uint8_t> one[] = {pkt};
+      EXPECT(adopted->write(one, kOffset, ec) == 1 && !ec);
+      char buf[16];
+      sockaddr_in from{};
+      socklen_t len = sizeof from;
+      pollfd pf{server.get(), POLLIN, 0};
+      EXPECT_MSG(::poll(&pf, 1, 2000) == 1, "datagram from port " + std::to_string(port) + " not delivered");
+      EXPECT(::recvfrom(server.get(), buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &len) == 5);
+      EXPECT(::sendto(server.get(), "back", 4, 0, reinterpret_cast<sockaddr*>(&from), len) == 4);
+      Batch b;
+      const auto deadline = std::chrono::steady_clock::now() + 3s;
+      std::string where;
+      while (where.empty()) {
+        EXPECT_MSG(std::chrono::steady_clock::now() < deadline, "no answer to port " + std::to_string(port) + " in 3 s");
+        for (size_t i = 0; i < 4; ++i) {
+          const size_t n = adopted->queue(i).read_now(b.spans, b.sizes, kOffset, ec);
+          for (size_t k = 0; k < n; ++k)
+            if (b.packet(k).size() >= 28 && b.packet(k)[9] == IPPROTO_UDP && be16(&b.packet(k)[22]) == port)
+              where += std::to_string(i);
+        }
+        std::this_thread::sleep_for(1ms);
+      }
+      EXPECT_MSG(where == std::to_string(q),
+                 "answer to port " + std::to_string(port) + " on queue " + where + ", written on " + std::to_string(q));
+    }
+    EXPECT(queues_used.size() > 1);
+  });
+}
+
+// The core over a 2-queue TUN and a Bind of 2 sockets per family: a reader per queue,
+// flows spread over both, each flow in order, nothing lost either way.
+//
+//   64 local sockets -> wgt0 (2 queues) -> A (2 readers) -> LinuxBind (2 + 2 sockets)
+//     -- 127.0.0.1 -- LinuxBind -> B (MemoryDevice) -> answers back to each socket
+TEST_CASE("tun: the core reads a multi-queue TUN with a thread per queue, every flow whole and in order",
+          "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    sh("ip link set lo up");
+    Tun::Options o;
+    o.queues = 2;
+    o.queue_len = 4096;  // the burst below (1,024) must not overflow the kernel's queue
+    std::error_code ec;
+    auto tun = Tun::create(kIf, 1420, o, ec);
+    EXPECT_MSG(tun && !ec, ec.message());
+    conn::LinuxBind::Options bo;
+    bo.sockets = 2;
+    conn::LinuxBind bind_a(bo), bind_b;
+    tun::MemoryDevice mem_b;
+    const size_t readers_before = threads_named("wg-tun-read");
+    wg::Device a(*tun, bind_a), b(mem_b, bind_b);
+    // A's two readers and B's one (each names itself once it runs).
+    EXPECT(eventually([&] { return threads_named("wg-tun-read") == readers_before + 3; }));
+    pair_up(a, b, [](uint16_t port) { return *conn::Endpoint::parse("127.0.0.1:" + std::to_string(port)); });
+    bring_up();
+
+    step("the handshake, on a first datagram (packets waiting for a session may be dropped)");
+    send_udp("first");
+    for (;;) {
+      auto p = mem_b.take(5s);
+      EXPECT_MSG(p, "the first datagram never reached B");
+      if (is_udp_to_discard(*p)) break;
+    }
+
+    step("64 flows x 16 datagrams from the kernel reach B, each flow in order");
+    constexpr int kFlows = 64, kEach = 16;
+    std::vector<wg::UniqueFd> socks;
+    std::map<uint16_t, int> index_of;  // source port -> flow
+    for (int f = 0; f < kFlows; ++f) {
+      socks.push_back(udp_socket());
+      sockaddr_in me{};
+      socklen_t len = sizeof me;
+      EXPECT(::getsockname(socks.back().get(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
+      index_of[ntohs(me.sin_port)] = f;
+    }
+    sockaddr_in peer{};
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons(9);
+    std::memcpy(&peer.sin_addr, kPeer, 4);
+    for (int i = 0; i < kEach; ++i)
+      for (auto& s : socks) {
+        const std::string payload = std::to_string(i);
+        EXPECT(::sendto(s.get(), payload.data(), payload.size(), 0, reinterpret_cast<sockaddr*>(&peer), sizeof peer) ==
+               static_cast<ssize_t>(payload.size()));
+      }
+    std::vector<int> next(kFlows, 0);
+    for (int got = 0; got < kFlows * kEach;) {
+      auto p = mem_b.take(5s);
+      EXPECT_MSG(p, std::to_string(got) + " of " + std::to_string(kFlows * kEach) + " datagrams reached B");
+      if (!is_udp_to_discard(*p)) continue;
+      const auto it = index_of.find(be16(&(*p)[20]));
+      EXPECT(it != index_of.end());
+      const std::string payload(p->begin() + 28, p->end());
+      EXPECT_MSG(payload == std::to_string(next[it->second]),
+                 "flow " + std::to_string(it->second) + ": " + payload + " where " + std::to_string(next[it->second]) +
+                     " was due");
+      ++next[it->second];
+      ++got;
+    }
+
+    step("an answer from B to every flow reaches its socket");
+    for (auto& [port, f] : index_of) {
+      auto pkt = udp_to_local("answer " + std::to_string(f), true, 9, port, 0);
+      // udp_to_local's 198.19.0.2 -> 198.19.0.1 is what B sends back through the tunnel.
+      EXPECT(mem_b.inject(std::move(pkt)));
+    }
+    for (int f = 0; f < kFlows; ++f) {
+      pollfd pf{socks[f].get(), POLLIN, 0};
+      EXPECT_MSG(::poll(&pf, 1, 5000) == 1, "no answer to flow " + std::to_string(f));
+      char buf[64];
+      const ssize_t r = ::recv(socks[f].get(), buf, sizeof buf, 0);
+      EXPECT(r > 0 && std::string(buf, static_cast<size_t>(r)) == "answer " + std::to_string(f));
+    }
+    a.close();
+    b.close();
   });
 }
