@@ -1,13 +1,17 @@
 // wg-tun: the root-mode daemon. A kernel TUN interface driven by `wg` and `wg-quick`
 // over the UAPI socket, command-line compatible with wireguard-go:
 //
-//   wg-tun [-f|--foreground] [--disable-OFFLOAD]... INTERFACE        wg-tun --version
+//   wg-tun [-f|--foreground] [--queues N] [--disable-OFFLOAD]... INTERFACE        wg-tun --version
 //   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_PROCESS_FOREGROUND=1
 //
 // Each offload can be turned off by a flag or by its environment switch (either one is
 // enough; the table is programs::kOffloadSwitches): --disable-tso (WG_TUN_DISABLE_TSO),
 // --disable-uso (WG_TUN_DISABLE_USO), --disable-tun-gro (WG_TUN_DISABLE_GRO),
 // --disable-tun-csum (WG_TUN_DISABLE_CSUM), --disable-udp-gso (WG_DISABLE_UDP_GSO), --disable-udp-gro (WG_DISABLE_UDP_GRO).
+//
+// --queues N (1 to kMaxQueues, default 1): N TUN queues (IFF_MULTI_QUEUE) with a reader
+// thread each and N UDP sockets per family (SO_REUSEPORT) with a receiver each, for
+// machines with more cores than the two threads of one queue keep busy.
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
@@ -36,6 +40,7 @@
 namespace {
 
 constexpr const char* kVersion = WGNET_VERSION;
+constexpr unsigned kMaxQueues = 64;
 using wg::uapi::kSocketDir;
 
 using programs::kOffloadSwitches;
@@ -45,16 +50,18 @@ using Disabled = std::vector<const OffloadSwitch*>;
 
 // A usage error: one line on stderr, exit status 1 (as wireguard-go's; wg-netstack's too).
 [[noreturn]] void usage_error(const char* argv0, const std::string& what) {
-  fmt::print(stderr, "wg-tun: {}; usage: {} [-f/--foreground] [--disable-OFFLOAD]... INTERFACE-NAME (--help: the offloads)\n",
+  fmt::print(stderr, "wg-tun: {}; usage: {} [-f/--foreground] [--queues N] [--disable-OFFLOAD]... INTERFACE-NAME (--help: the offloads)\n",
              what, argv0);
   std::exit(1);
 }
 
 [[noreturn]] void usage(const char* argv0, int code) {
   std::FILE* out = code ? stderr : stdout;
-  fmt::print(out, "Usage: {} [-f/--foreground] [--disable-OFFLOAD]... INTERFACE-NAME\n", argv0);
-  fmt::print(out, "       {} --version\n\nEach offload is on by default; a flag or its environment variable turns it off:\n",
-             argv0);
+  fmt::print(out, "Usage: {} [-f/--foreground] [--queues N] [--disable-OFFLOAD]... INTERFACE-NAME\n", argv0);
+  fmt::print(out, "       {} --version\n\n", argv0);
+  fmt::print(out, "  --queues N  N TUN queues and N UDP sockets per family, a thread each (1 to {}, default 1)\n\n",
+             kMaxQueues);
+  fmt::print(out, "Each offload is on by default; a flag or its environment variable turns it off:\n");
   for (const auto& f : kOffloadSwitches) fmt::print(out, "  {:<18} {:<20} {}\n", f.flag, f.env, f.what);
   std::exit(code);
 }
@@ -83,7 +90,8 @@ wg::log::Level level_from_env() {
 // and 4, then returns in the parent. The child is not waited for: like wireguard-go's.
 // The child gets the same offload flags (after the interface name, so `wg-tun -f NAME`
 // still starts its command line).
-int daemonize(const char* self, const std::string& iface, const Disabled& disabled, int tun_fd, int uapi_fd) {
+int daemonize(const char* self, const std::string& iface, const Disabled& disabled, unsigned queues, int tun_fd,
+              int uapi_fd) {
   bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
   pid_t pid = fork();
   if (pid < 0) {
@@ -107,7 +115,8 @@ int daemonize(const char* self, const std::string& iface, const Disabled& disabl
   setenv("WG_TUN_FD", "3", 1);
   setenv("WG_UAPI_FD", "4", 1);
   setenv("WG_PROCESS_FOREGROUND", "1", 1);
-  std::vector<const char*> args{self, "-f", iface.c_str()};
+  const std::string queue_count = std::to_string(queues);
+  std::vector<const char*> args{self, "-f", iface.c_str(), "--queues", queue_count.c_str()};
   for (const OffloadSwitch* f : disabled) args.push_back(f->flag);
   args.push_back(nullptr);
   execv("/proc/self/exe", const_cast<char* const*>(args.data()));
@@ -129,6 +138,7 @@ void log_offloads(const std::string& name, const tunlinux::Tun& tun, const conn:
 
 int main(int argc, char** argv) {
   bool foreground = false;
+  unsigned queues = 1;
   Disabled disabled;
   std::string iface;
   for (int i = 1; i < argc; ++i) {
@@ -144,6 +154,13 @@ int main(int argc, char** argv) {
       if (std::find(disabled.begin(), disabled.end(), flag) == disabled.end()) disabled.push_back(flag);
     }
     else if (a == "-f" || a == "--foreground") foreground = true;
+    else if (a == "--queues") {
+      const std::string v = i + 1 < argc ? argv[++i] : "";
+      char* end = nullptr;
+      const unsigned long n = v.empty() || v[0] == '-' ? 0 : std::strtoul(v.c_str(), &end, 10);
+      if (n < 1 || n > kMaxQueues || *end) usage_error(argv[0], fmt::format("--queues takes 1 to {}, not '{}'", kMaxQueues, v));
+      queues = static_cast<unsigned>(n);
+    }
     else if (iface.empty() && !a.empty() && a[0] != '-') iface = a;
     else if (a.empty() || a[0] == '-') usage_error(argv[0], "unknown option '" + a + "'");
     else usage_error(argv[0], "one interface name only ('" + iface + "', then '" + a + "')");
@@ -166,6 +183,8 @@ int main(int argc, char** argv) {
   // A flag or the environment variable turns an offload off.
   programs::OffloadOptions offloads = programs::offloads_from_environment();
   for (const OffloadSwitch* f : disabled) programs::turn_off(*f, offloads);
+  offloads.tun.queues = queues;
+  offloads.bind.sockets = queues;
   const tunlinux::Tun::Options& tun_opts = offloads.tun;
   const conn::LinuxBind::Options& bind_opts = offloads.bind;
 
@@ -193,7 +212,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (!foreground) return daemonize(argv[0], name, disabled, tun->fd(), uapi_fd);
+  if (!foreground) return daemonize(argv[0], name, disabled, queues, tun->fd(), uapi_fd);
 
   conn::LinuxBind bind(bind_opts);
   wg::Device device(*tun, bind);
@@ -205,6 +224,9 @@ int main(int argc, char** argv) {
         else {
           wg::log::event("interface {} is up (listen port {})", name, device.listen_port());
           log_offloads(name, *tun, bind);
+          if (tun->queues() > 1)
+            wg::log::verbose("interface {}: {} TUN queues and {} UDP sockets per family, a thread each", name,
+                             tun->queues(), queues);
         }
         break;
       case tun::Event::down:

@@ -11,10 +11,12 @@
 #   └──────────────────────────────┘          └──────────────────────────────┘
 #
 # Usage: netns_throughput.sh BIN_DIR [--reps N] [--seconds S] [--old OLD_BIN_DIR]
-#                             [--only CONFIG,...]
+#                             [--queues N] [--only CONFIG,...]
 #   --old: also an earlier build's wg-tun (configuration wg-tun-old), interleaved with
 #   this one in every repetition: a before/after comparison in one run.
-#   --only: run only these of veth, wg-tun, wireguard-go, wg-tun-old.
+#   --queues: also this build with --queues N on both sides (configuration wg-tun-q),
+#   interleaved the same way and compared with wg-tun.
+#   --only: run only these of veth, wg-tun, wireguard-go, wg-tun-old, wg-tun-q.
 # Per repetition and configuration (fresh namespaces and daemons each time; the
 # order of configurations rotates per repetition so none always runs first):
 #   iperf3 TCP -P 1 (daemon CPU sampled from /proc/PID/stat), TCP -P 4,
@@ -22,7 +24,7 @@
 #   daemon's peak resident memory (VmHWM) over the four.
 # Every iperf3/ping run has a time limit and an outer timeout.
 set -u
-usage() { echo "usage: $0 BIN_DIR [--reps N] [--seconds S] [--old OLD_BIN_DIR] [--only CONFIG,...]" >&2; exit 2; }
+usage() { echo "usage: $0 BIN_DIR [--reps N] [--seconds S] [--old OLD_BIN_DIR] [--queues N] [--only CONFIG,...]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 BIN_SRC=$(cd "$1" 2>/dev/null && pwd) || { echo "no such BIN_DIR: $1" >&2; exit 2; }
 shift
@@ -30,16 +32,19 @@ REPS=3
 SECS=5
 OLD_SRC=
 ONLY=
+QUEUES=
 while [ $# -gt 0 ]; do
   case $1 in
     --reps) REPS=${2:-}; shift 2 || usage ;;
     --seconds) SECS=${2:-}; shift 2 || usage ;;
     --old) OLD_SRC=${2:-}; shift 2 || usage ;;
     --only) ONLY=${2:-}; shift 2 || usage ;;
+    --queues) QUEUES=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
 [[ $REPS =~ ^[1-9][0-9]*$ && $REPS -le 50 ]] || { echo "--reps: 1..50" >&2; exit 2; }
+[[ -z $QUEUES || ($QUEUES =~ ^[1-9][0-9]*$ && $QUEUES -le 64) ]] || { echo "--queues: 1..64" >&2; exit 2; }
 [[ $SECS =~ ^[1-9][0-9]*$ && $SECS -le 120 ]] || { echo "--seconds: 1..120" >&2; exit 2; }
 [ -x "$BIN_SRC/wg-tun" ] || { echo "$BIN_SRC/wg-tun missing (cmake --build build --target wg-tun)" >&2; exit 2; }
 if [ -n "$OLD_SRC" ]; then
@@ -48,12 +53,14 @@ if [ -n "$OLD_SRC" ]; then
 fi
 CONFIGS=(veth wg-tun wireguard-go)
 [ -n "$OLD_SRC" ] && CONFIGS+=(wg-tun-old)
+[ -n "$QUEUES" ] && CONFIGS+=(wg-tun-q)
 if [ -n "$ONLY" ]; then
   IFS=, read -r -a CONFIGS <<<"$ONLY"
   for c in "${CONFIGS[@]}"; do
     case $c in
       veth | wg-tun | wireguard-go) ;;
       wg-tun-old) [ -n "$OLD_SRC" ] || { echo "--only wg-tun-old needs --old" >&2; exit 2; } ;;
+      wg-tun-q) [ -n "$QUEUES" ] || { echo "--only wg-tun-q needs --queues" >&2; exit 2; } ;;
       *) echo "--only: unknown configuration $c" >&2; exit 2 ;;
     esac
   done
@@ -211,7 +218,12 @@ run_config() { # CONFIG
     ping_eventually "$NS_A" 198.18.0.2 || { log "veth: no connectivity"; teardown_pair; return; }
     measure veth 198.18.0.2
   else
-    setup_pair "$cfg" "$cfg" || { log "$cfg: setup failed"; teardown_pair; return; }
+    if [ "$cfg" = wg-tun-q ]; then
+      ARGS_A="--queues $QUEUES" ARGS_B="--queues $QUEUES" setup_pair wg-tun wg-tun ||
+        { log "$cfg: setup failed"; teardown_pair; return; }
+    else
+      setup_pair "$cfg" "$cfg" || { log "$cfg: setup failed"; teardown_pair; return; }
+    fi
     na ip link set dev "$WG_A" mtu "$TUN_MTU"
     nb ip link set dev "$WG_B" mtu "$TUN_MTU"
     ping_eventually "$NS_A" 198.19.0.2 || { log "$cfg: no handshake"; cat "$TMP"/*.log; teardown_pair; return; }
@@ -236,18 +248,18 @@ python3 - "$RESULTS" "$START" "$REPS" "$SECS" "$TUN_MTU" \
   "$(uname -r)" "$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)" "$(nproc)" \
   "$(sha256sum "$WGNET_BIN/wg-tun" | cut -c1-12)" "$BUILT" \
   "$(dpkg-query -W -f '${Version}' wireguard-go 2>/dev/null || echo '?')" \
-  "$(iperf3 --version | head -1 | awk '{print $2}')" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" "$OLD_SHA" <<'PY'
+  "$(iperf3 --version | head -1 | awk '{print $2}')" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" "$OLD_SHA" "$QUEUES" <<'PY'
 import statistics, sys
 from collections import defaultdict
 (path, start, reps, secs, mtu, kernel, cpu, nproc, sha, built, wggo, iperfv,
- load0, load1, old_sha) = sys.argv[1:16]
+ load0, load1, old_sha, queues) = sys.argv[1:17]
 vals = defaultdict(list)
 for line in open(path):
     cfg, metric, v = line.rstrip("\n").split("\t")
     vals[(cfg, metric)].append(float(v))
 ran = {c for c, _ in vals}  # before the derived values below add empty entries
 # Derived per repetition: daemons' CPU (both sides) per Gbit/s of single-stream TCP.
-for cfg in ("wg-tun", "wireguard-go", "wg-tun-old"):
+for cfg in ("wg-tun", "wireguard-go", "wg-tun-old", "wg-tun-q"):
     t, a, b = vals[(cfg, "tcp1")], vals[(cfg, "cpu_tx")], vals[(cfg, "cpu_rx")]
     if len(t) == len(a) == len(b):
         vals[(cfg, "cpu_per_gbps")] = [(x + y) / g for x, y, g in zip(a, b, t) if g > 0]
@@ -293,20 +305,24 @@ for metric, label, kind, fmt in rows:
         pct = "%.2f×" % (w / v)
     print(f"| {label} | {vcell} | {cell(w, fmt, 'wg-tun')} | {cell(g, fmt, 'wireguard-go')} | {ratio} | {pct} |")
 print()
-if "wg-tun-old" in ran:
-    print(f"before/after: wg-tun-old sha256 {old_sha}…, interleaved with wg-tun in every repetition")
+def versus(other, title):
+    print(title)
     print()
-    print("| metric | wg-tun | wg-tun-old | wg-tun / wg-tun-old |")
+    print(f"| metric | wg-tun | {other} | wg-tun / {other} |")
     print("|---|---:|---:|---:|")
     for metric, label, kind, fmt in rows:
-        w, o = med("wg-tun", metric), med("wg-tun-old", metric)
+        w, o = med("wg-tun", metric), med(other, metric)
         ratio = "%.3f×" % (w / o) if w is not None and o else "—"
         print(f"| {label} | {cell(w, fmt)} | {cell(o, fmt)} | {ratio} |")
     print()
+if "wg-tun-old" in ran:
+    versus("wg-tun-old", f"before/after: wg-tun-old sha256 {old_sha}…, interleaved with wg-tun in every repetition")
+if "wg-tun-q" in ran:
+    versus("wg-tun-q", f"wg-tun-q: this wg-tun with --queues {queues} on both sides, interleaved with wg-tun in every repetition")
 print("per repetition (in run order):")
 for metric, label, kind, fmt in rows:
     parts = []
-    for c in ("veth", "wg-tun", "wireguard-go", "wg-tun-old"):
+    for c in ("veth", "wg-tun", "wireguard-go", "wg-tun-old", "wg-tun-q"):
         v = vals.get((c, metric))
         if v:
             parts.append(f"{c} " + " ".join(fmt % x for x in v))

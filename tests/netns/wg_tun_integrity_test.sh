@@ -13,6 +13,7 @@
 #     its TUN queue as the sender: the reference's loss, not wg-tun's), and any loss
 #     beyond that fails. A flow with 1 % dropped by nftables before that socket shows
 #     that such loss is caught.
+# The wireguard-go pair runs twice: wg-tun as it starts by default, then with --queues 2.
 # Usage: wg_tun_integrity_test.sh BIN_DIR   (exit 77 = skipped: not root)
 # WGNET_INTEGRITY_BYTES changes the stream length (default 1 GiB).
 WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
@@ -154,10 +155,14 @@ NFT
 
 pair() { # IMPL_B UDP_RATE SEED
   local b=$1 rate=$2 seed=$3
-  log "=== wg-tun <-> $b ==="
+  log "=== wg-tun${ARGS_A:+ $ARGS_A} <-> $b ==="
   setup_pair wg-tun "$b" || { fail "wg-tun/$b setup"; teardown_pair; return; }
   check "wg-tun→$b tunnel up" ping_eventually "$NS_A" 198.19.0.2
   check "$b→wg-tun tunnel up over IPv6" ping_eventually "$NS_B" fd00:19::1
+  if [ -n "${ARGS_A:-}" ]; then
+    check "wg-tun runs ${ARGS_A#--queues } TUN queues and sockets (its log says so)" \
+      grep -q "${ARGS_A#--queues } TUN queues and ${ARGS_A#--queues } UDP sockets per family" "$TMP/$WG_A.log"
+  fi
   transfer "wg-tun→$b TCP over IPv4" "$NS_A" "$NS_B" "$WG_B" 198.19.0.2 "$seed"
   transfer "$b→wg-tun TCP over IPv6" "$NS_B" "$NS_A" "$WG_A" fd00:19::1 $((seed + 1))
   local ref=-
@@ -171,5 +176,9 @@ pair() { # IMPL_B UDP_RATE SEED
 
 pair wg-tun "$UDP_RATE_SELF" 1
 pair wireguard-go "$UDP_RATE_WGGO" 3
+# Several queues (--queues 2: two TUN queues with a reader each, two UDP sockets per
+# family with a receiver each) against the reference: the same checks, and the log line
+# that says the interface runs them.
+ARGS_A="--queues 2" pair wireguard-go "$UDP_RATE_WGGO" 5
 
 finish "integrity"
