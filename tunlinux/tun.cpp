@@ -142,10 +142,6 @@ UniqueFd link_socket_in(int netns_fd, std::error_code& ec) {
   return nl;
 }
 
-}  // namespace
-
-namespace {
-
 // Opens /dev/net/tun and attaches it to the interface `ifr` names, with its flags.
 UniqueFd attach_queue(ifreq& ifr, std::error_code& ec) {
   UniqueFd fd(::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC));
@@ -256,11 +252,9 @@ std::unique_ptr<Tun> Tun::from_fd(int fd, const Options& opts, std::error_code& 
   return tun;
 }
 
-
-
-// Everything but the TUN descriptor: ifindex, the rtnetlink socket (subscribed before
-// the first query, so no change falls between them), the eventfds. Does not take `fd`
-// on failure.
+// Everything but the TUN descriptors: ifindex, the rtnetlink socket (subscribed before
+// the first query, so no change falls between them), the eventfds. Takes `fds` only on
+// success.
 std::unique_ptr<Tun> Tun::open_events(std::vector<UniqueFd>& fds, std::string name, bool vnet_hdr,
                                       unsigned offloads, const Options& opts, std::error_code& ec) {
   ifreq ifr{};
@@ -447,7 +441,7 @@ bool Tun::epoll_watch_on(Queue& q, int epfd, bool on) {
   ev.events = EPOLLIN;
   std::lock_guard wl(watch_mu_);
   if (!on) {  // whatever the state: close_fd_ stays readable once closed
-    std::erase(watchers_, std::pair(epfd, fd));
+    std::erase_if(watchers_, [&](const auto& w) { return w.first == epfd && (w.second == fd || fd < 0); });
     if (fd >= 0) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
     return ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev) == 0;
   }
