@@ -116,7 +116,11 @@ int daemonize(const char* self, const std::string& iface, const Disabled& disabl
   setenv("WG_UAPI_FD", "4", 1);
   setenv("WG_PROCESS_FOREGROUND", "1", 1);
   const std::string queue_count = std::to_string(queues);
-  std::vector<const char*> args{self, "-f", iface.c_str(), "--queues", queue_count.c_str()};
+  std::vector<const char*> args{self, "-f", iface.c_str()};
+  if (queues > 1) {  // the child attaches the queues beyond the inherited one
+    args.push_back("--queues");
+    args.push_back(queue_count.c_str());
+  }
   for (const OffloadSwitch* f : disabled) args.push_back(f->flag);
   args.push_back(nullptr);
   execv("/proc/self/exe", const_cast<char* const*>(args.data()));

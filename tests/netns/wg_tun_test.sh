@@ -419,6 +419,23 @@ flag_checks() {
   check "background with flags: logged offloads" offloads_logged "$WG_A" tso udp-gso
   teardown_pair
 
+  # Background mode with --queues 2: the child gets the flag and attaches the second queue
+  # to the descriptor it inherits (the parent's second queue closes with the parent).
+  make_namespaces
+  # shellcheck disable=SC2086
+  na env $OFFLOAD_ENV_CLEAR LOG_LEVEL=verbose "$WGNET_BIN/wg-tun" --queues 2 "$WG_A" >"$TMP/$WG_A.log" 2>&1
+  rc=$?
+  pid=$(pgrep -f "[w]g-tun -f $WG_A" | head -1)
+  [ -n "$pid" ] && PIDS+=("$pid")
+  check "background with --queues 2: starts (rc=$rc), child runs with it ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null))" \
+    bash -c "[ $rc -eq 0 ] && tr '\0' ' ' </proc/$pid/cmdline | grep -q -- '-f $WG_A --queues 2'"
+  check "background with --queues 2: the interface has 2 queues ($(na ip -d link show "$WG_A" | grep -o 'multi_queue numqueues [0-9]*'))" \
+    bash -c "ip netns exec $NS_A ip -d link show $WG_A | grep -q 'multi_queue numqueues 2 '"
+  na ip link set "$WG_A" up
+  check "background with --queues 2: logged when up" \
+    eventually 30 grep -q "2 TUN queues and 2 UDP sockets per family" "$TMP/$WG_A.log"
+  teardown_pair
+
   # TUN GRO, UDP GSO and UDP GRO under traffic: on by default ...
   setup_pair wg-tun wg-tun || { fail "flags: pair setup"; teardown_pair; return; }
   check "flags: tunnel up (defaults)" ping_eventually "$NS_A" 198.19.0.2
