@@ -545,11 +545,20 @@ std::vector<ReceiveFn> LinuxBind::open(uint16_t port, uint16_t& actual_port, std
   bool gro4 = false, gro6 = false;
   uint16_t bound = 0;
   // A SO_REUSEPORT group would let us join another's group on the same port (any
-  // process of our user's): a port that a socket of our own cannot have alone is taken.
-  if (group && port != 0 && !bind_pair(port, false, false, v4, gro4, v6, gro6, bound, ec)) return {};
-  v4.reset();
-  v6.reset();
-  if (!bind_pair(port, options_.gro, group, v4, gro4, v6, gro6, bound, ec)) return {};
+  // process of our user's), and with port 0 the kernel may even pick such a port: the
+  // group goes on a port that sockets of our own without SO_REUSEPORT could just have,
+  // so one that any socket holds is taken. (Between closing those and binding the group
+  // another group could take the port; with port 0 that is tried again elsewhere.)
+  for (int tries = 0;; ++tries) {
+    uint16_t want = port;
+    if (group) {
+      if (!bind_pair(port, false, false, v4, gro4, v6, gro6, want, ec)) return {};
+      v4.reset();
+      v6.reset();
+    }
+    if (bind_pair(want, options_.gro, group, v4, gro4, v6, gro6, bound, ec)) break;
+    if (!(group && port == 0 && ec == std::errc::address_in_use && tries < kPortTries)) return {};
+  }
   // An offload counts as on when every open socket has it (all share one kernel).
   bool gso = options_.gso, gro = options_.gro;
   auto adopt = [&](Fd& fd, bool fd_gro, std::vector<std::unique_ptr<Socket>>& into) {

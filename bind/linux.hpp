@@ -57,8 +57,10 @@ public:
     // datagrams by a hash of their addresses and ports, so each peer (one address and
     // port) stays on one socket and many peers spread over all. Sends go from the first
     // socket of the family. 1: one plain socket per family, no SO_REUSEPORT. With more,
-    // open() first checks that the port is free for a socket without SO_REUSEPORT
-    // (address_in_use if not), so that it never joins another program's group.
+    // open() first binds sockets without SO_REUSEPORT to the port (with port 0: to the
+    // one the kernel picks for them) and puts the group there once they are closed, so it
+    // does not join another program's group (a port held is address_in_use; only a group
+    // binding the same port in that instant could still meet ours).
     size_t sockets = 1;
     // Test seam: replaces ::sendmmsg for every send (e.g. to fail segmented messages
     // with EIO, which real kernels return when the egress device cannot checksum).
