@@ -604,6 +604,11 @@ std::vector<ReceiveFn> LinuxBind::open(uint16_t port, uint16_t& actual_port, std
   return fns;
 }
 
+size_t LinuxBind::receivers() const {
+  std::lock_guard life(lifecycle_mu_);
+  return sockets_ ? sockets_->all().size() : 0;
+}
+
 bool LinuxBind::also_wait_on(size_t receiver, int fd) {
   std::lock_guard life(lifecycle_mu_);
   if (!sockets_) return false;

@@ -104,6 +104,8 @@ public:
   // mark is remembered and applied by later open()s; setting the current mark is a no-op.
   void set_mark(uint32_t mark, std::error_code& ec) override;
   size_t batch_size() const override { return kBatchSize; }
+  // The sockets (receive functions) of the open bind; 0 when closed.
+  size_t receivers() const;
   bool also_wait_on(size_t receiver, int fd) override;
 
   // Whether sends use UDP_SEGMENT now: allowed by the options, taken by the kernel at the
@@ -132,7 +134,7 @@ private:
 
   // Serializes open(), close() and set_mark(); guards mark_. sockets_ changes only under
   // it and only while no user is registered, so registered users read it without a lock.
-  std::mutex lifecycle_mu_;
+  mutable std::mutex lifecycle_mu_;
   std::unique_ptr<Sockets> sockets_;
   uint32_t mark_ = 0;
 

@@ -11,6 +11,7 @@
 #include "tunlinux/tun.hpp"
 
 #include <fcntl.h>
+#include <linux/if_link.h>
 #include <linux/if_tun.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -142,6 +143,49 @@ UniqueFd link_socket_in(int netns_fd, std::error_code& ec) {
   return nl;
 }
 
+// Queues attached to the TUN interface `ifindex` of this namespace (rtnetlink's
+// IFLA_TUN_NUM_QUEUES); -1 when it cannot be told (no answer, or a kernel before 4.19).
+long attached_queues(int ifindex) {
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (!nl) return -1;
+  struct {
+    nlmsghdr h;
+    ifinfomsg i;
+  } req{};
+  req.h.nlmsg_len = sizeof req;
+  req.h.nlmsg_type = RTM_GETLINK;
+  req.h.nlmsg_flags = NLM_F_REQUEST;
+  req.h.nlmsg_seq = 1;
+  req.i.ifi_family = AF_UNSPEC;
+  req.i.ifi_index = ifindex;
+  timeval tv{1, 0};
+  ::setsockopt(nl.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::send(nl.get(), &req, sizeof req, 0) != static_cast<ssize_t>(sizeof req)) return -1;
+  alignas(nlmsghdr) uint8_t buf[16384];
+  const ssize_t got = ::recv(nl.get(), buf, sizeof buf, 0);
+  if (got <= 0) return -1;
+  int len = static_cast<int>(got);
+  for (auto* nh = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len)) {
+    if (nh->nlmsg_type != RTM_NEWLINK || nh->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) continue;
+    int alen = static_cast<int>(IFLA_PAYLOAD(nh));
+    for (auto* a = IFLA_RTA(static_cast<ifinfomsg*>(NLMSG_DATA(nh))); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+      if (a->rta_type != IFLA_LINKINFO) continue;
+      int ilen = static_cast<int>(RTA_PAYLOAD(a));
+      for (auto* info = static_cast<rtattr*>(RTA_DATA(a)); RTA_OK(info, ilen); info = RTA_NEXT(info, ilen)) {
+        if (info->rta_type != IFLA_INFO_DATA) continue;
+        int dlen = static_cast<int>(RTA_PAYLOAD(info));
+        for (auto* d = static_cast<rtattr*>(RTA_DATA(info)); RTA_OK(d, dlen); d = RTA_NEXT(d, dlen)) {
+          if (d->rta_type != IFLA_TUN_NUM_QUEUES || RTA_PAYLOAD(d) < sizeof(uint32_t)) continue;
+          uint32_t n;
+          std::memcpy(&n, RTA_DATA(d), sizeof n);
+          return n;
+        }
+      }
+    }
+  }
+  return -1;
+}
+
 // Opens /dev/net/tun and attaches it to the interface `ifr` names, with its flags.
 UniqueFd attach_queue(ifreq& ifr, std::error_code& ec) {
   UniqueFd fd(::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC));
@@ -181,7 +225,17 @@ std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, const Options
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
   ifr.ifr_flags = IFF_TUN | IFF_NO_PI | IFF_VNET_HDR;
-  if (opts.queues > 1) ifr.ifr_flags |= IFF_MULTI_QUEUE;
+  if (opts.queues > 1) {
+    ifr.ifr_flags |= IFF_MULTI_QUEUE;
+    // A multi-queue interface takes any number of openers: one that another process
+    // holds (a running wg-tun --queues) would be joined, its offloads, MTU and flows
+    // disturbed, where a single-queue one is refused. Refuse it here the same way.
+    const unsigned index = name.empty() ? 0 : if_nametoindex(name.c_str());
+    if (index != 0 && attached_queues(static_cast<int>(index)) > 0) {
+      ec = std::make_error_code(std::errc::device_or_resource_busy);
+      return nullptr;
+    }
+  }
   std::vector<UniqueFd> fds;
   UniqueFd fd = attach_queue(ifr, ec);
   if (!fd) {

@@ -66,7 +66,8 @@ public:
     // each flow on the queue our symmetric flow hash picks (flow_queue), so both
     // directions of a flow stay on one queue and flows spread over all of them. 1: a
     // plain TUN (no IFF_MULTI_QUEUE). A persistent interface keeps the kind it was made
-    // with: asking another is invalid_argument.
+    // with: create() asking another is device_or_resource_busy, as is an interface whose
+    // queues another process holds (the kernel would let us join it).
     unsigned queues = 1;
     // The system calls behind read() and write(), never null: tests put the kernel's
     // transient failures (EINTR, EAGAIN, ENOMEM) exactly where the real calls are.

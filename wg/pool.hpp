@@ -53,7 +53,7 @@ public:
     return true;
   }
   // Raises (or, negative, lowers) the number of buffers the pool may allocate. Lowered
-  // below what it holds, it allocates no more until buffers are fewer (none are freed).
+  // below what it has allocated, it allocates no more (none are freed) until raised again.
   void add_limit(std::ptrdiff_t n);
   void close();
   size_t allocated() const;

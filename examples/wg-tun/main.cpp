@@ -9,7 +9,7 @@
 // --disable-uso (WG_TUN_DISABLE_USO), --disable-tun-gro (WG_TUN_DISABLE_GRO),
 // --disable-tun-csum (WG_TUN_DISABLE_CSUM), --disable-udp-gso (WG_DISABLE_UDP_GSO), --disable-udp-gro (WG_DISABLE_UDP_GRO).
 //
-// --queues N (1 to kMaxQueues, default 1): N TUN queues (IFF_MULTI_QUEUE) with a reader
+// --queues N (1 to kMaxQueues = 16, default 1): N TUN queues (IFF_MULTI_QUEUE) with a reader
 // thread each and N UDP sockets per family (SO_REUSEPORT) with a receiver each, for
 // machines with more cores than the two threads of one queue keep busy.
 //
@@ -40,7 +40,9 @@
 namespace {
 
 constexpr const char* kVersion = WGNET_VERSION;
-constexpr unsigned kMaxQueues = 64;
+// Each queue's reader and each socket's receiver keep a batch of 128 buffers of 64 KiB
+// (8 MiB each once used): 16 queues can hold about 400 MiB at rest.
+constexpr unsigned kMaxQueues = 16;
 using wg::uapi::kSocketDir;
 
 using programs::kOffloadSwitches;
@@ -229,8 +231,8 @@ int main(int argc, char** argv) {
           wg::log::event("interface {} is up (listen port {})", name, device.listen_port());
           log_offloads(name, *tun, bind);
           if (tun->queues() > 1)
-            wg::log::verbose("interface {}: {} TUN queues and {} UDP sockets per family, a thread each", name,
-                             tun->queues(), queues);
+            wg::log::verbose("interface {}: {} TUN queues and {} UDP sockets, a thread each", name, tun->queues(),
+                             bind.receivers());
         }
         break;
       case tun::Event::down:

@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ $REPS =~ ^[1-9][0-9]*$ && $REPS -le 50 ]] || { echo "--reps: 1..50" >&2; exit 2; }
-[[ -z $QUEUES || ($QUEUES =~ ^[1-9][0-9]*$ && $QUEUES -le 64) ]] || { echo "--queues: 1..64" >&2; exit 2; }
+[[ -z $QUEUES || ($QUEUES =~ ^[1-9][0-9]*$ && $QUEUES -le 16) ]] || { echo "--queues: 1..16" >&2; exit 2; }
 [[ $SECS =~ ^[1-9][0-9]*$ && $SECS -le 120 ]] || { echo "--seconds: 1..120" >&2; exit 2; }
 [ -x "$BIN_SRC/wg-tun" ] || { echo "$BIN_SRC/wg-tun missing (cmake --build build --target wg-tun)" >&2; exit 2; }
 if [ -n "$OLD_SRC" ]; then

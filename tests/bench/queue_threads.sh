@@ -8,8 +8,8 @@
 WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR [QUEUES] [SECONDS]}" && pwd)
 QUEUES=${2:-2}
 SECS=${3:-6}
-[[ $QUEUES =~ ^[1-9][0-9]*$ && $QUEUES -le 64 && $SECS =~ ^[1-9][0-9]*$ && $SECS -le 60 ]] ||
-  { echo "QUEUES 1..64, SECONDS 1..60" >&2; exit 2; }
+[[ $QUEUES =~ ^[1-9][0-9]*$ && $QUEUES -le 16 && $SECS =~ ^[1-9][0-9]*$ && $SECS -le 60 ]] ||
+  { echo "QUEUES 1..16, SECONDS 1..60" >&2; exit 2; }
 . "$(dirname "$0")/../netns/lib.sh"
 require_root
 trap cleanup EXIT

@@ -160,8 +160,9 @@ pair() { # IMPL_B UDP_RATE SEED
   check "wg-tun→$b tunnel up" ping_eventually "$NS_A" 198.19.0.2
   check "$b→wg-tun tunnel up over IPv6" ping_eventually "$NS_B" fd00:19::1
   if [ -n "${ARGS_A:-}" ]; then
-    check "wg-tun runs ${ARGS_A#--queues } TUN queues and sockets (its log says so)" \
-      grep -q "${ARGS_A#--queues } TUN queues and ${ARGS_A#--queues } UDP sockets per family" "$TMP/$WG_A.log"
+    local n=${ARGS_A#--queues }
+    check "wg-tun runs $n TUN queues and $n UDP sockets per family (its log says so: both families here)" \
+      grep -q "$n TUN queues and $((2 * n)) UDP sockets" "$TMP/$WG_A.log"
   fi
   transfer "wg-tun→$b TCP over IPv4" "$NS_A" "$NS_B" "$WG_B" 198.19.0.2 "$seed"
   transfer "$b→wg-tun TCP over IPv6" "$NS_B" "$NS_A" "$WG_A" fd00:19::1 $((seed + 1))

@@ -433,7 +433,7 @@ flag_checks() {
     bash -c "ip netns exec $NS_A ip -d link show $WG_A | grep -q 'multi_queue numqueues 2 '"
   na ip link set "$WG_A" up
   check "background with --queues 2: logged when up" \
-    eventually 30 grep -q "2 TUN queues and 2 UDP sockets per family" "$TMP/$WG_A.log"
+    eventually 30 grep -q "2 TUN queues and 4 UDP sockets" "$TMP/$WG_A.log"
   teardown_pair
 
   # TUN GRO, UDP GSO and UDP GRO under traffic: on by default ...

@@ -1512,6 +1512,21 @@ TEST_CASE("tun: a multi-queue TUN is refused where the interface has one queue, 
     o.queues = 0;
     EXPECT(!Tun::create(kIf, 0, o, ec) && ec == std::errc::invalid_argument);
 
+    step("an interface another holder's queues are attached to is not joined, nor changed");
+    {
+      o.queues = 2;
+      auto first = Tun::create(kIf, 1380, o, ec);
+      EXPECT_MSG(first && !ec, ec.message());
+      EXPECT(!Tun::create(kIf, 1420, o, ec) && ec == std::errc::device_or_resource_busy);
+      EXPECT(first->mtu() == 1380);
+      ifreq ifr{};
+      int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      std::strncpy(ifr.ifr_name, kIf, IFNAMSIZ - 1);
+      EXPECT(::ioctl(s, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu == 1380);
+      ::close(s);
+      first->close();
+    }
+
     step("from_fd: a single-queue descriptor with queues 2 is refused and stays the caller's");
     auto single = make_tun();
     const int dup1 = ::dup(single->fd());
@@ -1529,7 +1544,7 @@ TEST_CASE("tun: a multi-queue TUN is refused where the interface has one queue, 
     auto adopted = Tun::from_fd(dup2, o, ec);
     EXPECT_MSG(adopted && !ec, ec.message());
     EXPECT(adopted->queues() == 4);
-    multi->close();  // its two queues leave; the adopted four remain
+    multi->close();  // its second queue leaves (its first is the adopted one's too)
     bring_up();
     // Each datagram goes on the queue of its flow, and its answer comes back there. (Not
     // so for ICMP here: Linux 6.18 hashes an echo reply apart from its request, so the
