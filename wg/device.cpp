@@ -22,8 +22,9 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       bind_(bind),
       options_(options),
       batch_(std::min({tun.batch_size(), bind.batch_size(), kMaxBatch})),
-      buffers_(options.buffer_limit + batch_ * (tun.queues() - 1)),
-      staging_(std::max<size_t>(options.buffer_limit / 4, 1)),
+      buffer_bound_(std::max(options.buffer_limit, kMinBufferBatches * batch_)),
+      buffers_(buffer_bound_ + batch_ * (tun.queues() - 1)),
+      staging_(buffer_bound_ / 4),
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
@@ -127,9 +128,12 @@ std::error_code Device::open_bind_locked() {
 }
 
 void Device::close_bind_locked() {
+  receivers_stop_ = true;
   bind_.close();
+  buffers_.wake();
   for (auto& t : receivers_) t.join();
   receivers_.clear();
+  receivers_stop_ = false;
   buffers_.add_limit(-static_cast<std::ptrdiff_t>(receiver_buffers_));
   receiver_buffers_ = 0;
   // A TUN lent to a receiver comes back to the reader (closing the epoll instances

@@ -30,6 +30,10 @@
 
 namespace wg {
 
+// The fewest batches of buffers a Device's pool holds: one for the TUN reader, one for
+// each of the two receivers, one in flight (DeviceOptions::buffer_limit).
+inline constexpr size_t kMinBufferBatches = 4;
+
 struct DeviceOptions {
   size_t workers = 0;                // AEAD worker threads; 0 = one per core
   // Pooled packet buffers (64 KiB each, allocated lazily). The bound is the pipeline's
@@ -39,7 +43,9 @@ struct DeviceOptions {
   // 1024 in half the memory (34 MB). Every reading thread keeps a batch of buffers (128)
   // to read into: the bound counts those of one TUN reader and two receivers (one socket
   // per family); each further TUN queue or socket adds a batch to it, or the readers
-  // would hold every buffer at rest and none could be had to read with.
+  // would hold every buffer at rest and none could be had to read with. A bound below
+  // kMinBufferBatches batches is raised to that: with less, a reader would wait for good
+  // for a batch that the idle readers hold (nothing moved at all with 8).
   size_t buffer_limit = 512;
   // Queued handshake messages: 1/8 full starts a second under load (HandshakeLoad); a
   // full queue still takes an eighth more messages that carry a valid cookie (mac2).
@@ -285,6 +291,7 @@ private:
   conn::Bind& bind_;
   const DeviceOptions options_;
   const size_t batch_;
+  const size_t buffer_bound_;  // DeviceOptions::buffer_limit, at least kMinBufferBatches batches
   DeviceStats stats_;
 
   // --- guarded by config_mu_ (shared for lookups on the data path) ---
@@ -311,6 +318,8 @@ private:
   std::mutex bind_mu_;
   std::vector<std::thread> receivers_;
   size_t receiver_buffers_ = 0;  // added to the buffer limit for receivers past two
+  // Set while the bind closes: a receiver waiting for buffers stops waiting (BufferPool::wake).
+  std::atomic<bool> receivers_stop_{false};
   std::atomic<bool> up_{false};
 
   // --- one thread when light (lend_tun, serve_tun) ---

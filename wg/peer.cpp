@@ -110,13 +110,18 @@ void Peer::record_initiation(std::chrono::system_clock::time_point at) {
 
 // --- staging ---
 
-void Peer::stage(uint8_t* const* bufs, const size_t* sizes, size_t n) {
+void Peer::stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits) {
   std::lock_guard lock(send_mu_);
   if (removed_) {  // raced with removal, which has emptied the queue or will
     shared_.buffers.give(bufs, n);
     return;
   }
   auto& staging = shared_.staging;
+  if (!waits) {
+    staging.total.fetch_add(n, std::memory_order_relaxed);
+    for (size_t i = 0; i < n; ++i) staged_.push_back({bufs[i], sizes[i]});
+    return;
+  }
   for (size_t i = 0; i < n; ++i) {
     // Packets wait here only while the peer has no session. Bounded per peer, and in
     // all: peers that never answer must not hold the pool's buffers and stall the

@@ -96,10 +96,14 @@ private:
   // An initiation sent at `at`: starts the "unanswered since" clock if it is not running.
   void record_initiation(std::chrono::system_clock::time_point at);
 
-  // --- staging (send_mu_): packets that wait for a session, in order ---
-  // Appends n packets; their buffers become the peer's. A full queue drops its own
-  // oldest; past the device's budget a peer keeps only kMinStagedPackets.
-  void stage(uint8_t* const* bufs, const size_t* sizes, size_t n);
+  // --- staging (send_mu_): packets on their way to a session, in order ---
+  // Appends n packets; their buffers become the peer's. Packets that will wait (`waits`:
+  // no session may send them now) are bounded: a full queue drops its own oldest, and
+  // past the device's budget a peer keeps only kMinStagedPackets. Packets that a session
+  // takes at once (send_staged, right after) are not: the budget is for waiting ones, and
+  // a live peer must not lose a burst to peers that never answer. (Should the session end
+  // between the two, at most the readers' batches wait unbounded, until the next stage.)
+  void stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits);
   // An empty packet (a keepalive) if nothing is staged and a buffer is free at once.
   void stage_keepalive();
   // Gives every staged buffer back.

@@ -22,10 +22,11 @@ BufferPool::~BufferPool() {
   for (auto& raw : storage_) std::launder(reinterpret_cast<std::atomic<uint32_t>*>(raw.get()))->~atomic();
 }
 
-size_t BufferPool::take(uint8_t** out, size_t n) {
+size_t BufferPool::take(uint8_t** out, size_t n, const std::atomic<bool>* stop) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return closed_ || !free_.empty() || storage_.size() < limit_; });
-  if (closed_) return 0;
+  auto stopped = [&] { return closed_ || (stop && stop->load(std::memory_order_relaxed)); };
+  cv_.wait(lock, [&] { return stopped() || !free_.empty() || storage_.size() < limit_; });
+  if (stopped()) return 0;
   return take_locked(out, n);
 }
 
@@ -57,6 +58,16 @@ void BufferPool::close() {
     closed_ = true;
   }
   cv_.notify_all();
+}
+
+void BufferPool::wake() {
+  { std::lock_guard lock(mu_); }  // a taker is before its test of stop (and sees it) or asleep
+  cv_.notify_all();
+}
+
+size_t BufferPool::limit() const {
+  std::lock_guard lock(mu_);
+  return limit_;
 }
 
 size_t BufferPool::allocated() const {

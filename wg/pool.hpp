@@ -34,8 +34,10 @@ public:
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
-  // Takes n buffers (blocks while fewer are available, unless closed: then returns 0).
-  size_t take(uint8_t** out, size_t n);
+  // Takes up to n buffers, at least one: blocks while none is available, unless closed
+  // (then returns 0) or, with `stop`, once *stop is true and wake() was called after it
+  // was set (then returns 0 as well).
+  size_t take(uint8_t** out, size_t n, const std::atomic<bool>* stop = nullptr);
   // Takes up to n without blocking.
   size_t try_take(uint8_t** out, size_t n);
   void give(uint8_t* const* bufs, size_t n);
@@ -56,7 +58,10 @@ public:
   // below what it has allocated, it allocates no more (none are freed) until raised again.
   void add_limit(std::ptrdiff_t n);
   void close();
+  // Wakes every take() so that it looks at its `stop` again.
+  void wake();
   size_t allocated() const;
+  size_t limit() const;
   size_t idle() const;  // in the pool now; allocated() when every buffer is back
 
 private:

@@ -55,7 +55,7 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
   std::array<Batch*, kMaxBatch> ready{};      // batches of this pass, to hand on at its end
   size_t have = 0;
   while (have < batch_) {
-    const size_t got = buffers_.take(bufs.data() + have, batch_ - have);  // at least one, or closing
+    const size_t got = buffers_.take(bufs.data() + have, batch_ - have, &receivers_stop_);  // at least one, or stopping
     if (got == 0) {
       buffers_.give(bufs.data(), have);
       return;
@@ -166,8 +166,8 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
     else if (server < 0 && handed > 0 && n <= kAnswerPass && answers_from_tun_)
       answer_from_tun();  // not while another receiver serves the TUN: it reads there
     while (kept < batch_) {
-      size_t got = buffers_.take(bufs.data() + kept, batch_ - kept);
-      if (got == 0) break;  // closing
+      size_t got = buffers_.take(bufs.data() + kept, batch_ - kept, &receivers_stop_);
+      if (got == 0) break;  // stopping
       kept += got;
     }
     have = kept;

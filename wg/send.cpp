@@ -198,7 +198,8 @@ void Device::answer_from_tun() {
 
 // 3. Stage, then send what a session allows.
 void Device::stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n) {
-  p.stage(bufs, sizes, n);
+  const KeypairPtr kp = p.current_keypair();
+  p.stage(bufs, sizes, n, !may_send(kp.get(), kp ? kp->send_nonce.load() : 0, now()));
   send_staged(p);
 }
 

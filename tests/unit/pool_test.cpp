@@ -1,0 +1,46 @@
+// The data path's buffer pool: bounded, blocking takes, and a take that a stop flag ends.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+
+#include "wg/pool.hpp"
+
+using namespace std::chrono_literals;
+
+TEST_CASE("pool: a take waiting on an empty pool returns nothing once its stop is set and woken", "[pool]") {
+  wg::BufferPool pool(2);
+  uint8_t* held[2] = {};
+  REQUIRE(pool.take(held, 2) == 2);
+  std::atomic<bool> stop{false};
+  uint8_t* more[1] = {};
+  auto waiter = std::async(std::launch::async, [&] { return pool.take(more, 1, &stop); });
+  CHECK(waiter.wait_for(200ms) == std::future_status::timeout);  // none free: it waits
+  stop = true;
+  pool.wake();
+  REQUIRE(waiter.wait_for(5s) == std::future_status::ready);
+  CHECK(waiter.get() == 0);
+  CHECK(pool.allocated() == 2);
+  pool.give(held, 2);
+  CHECK(pool.idle() == 2);
+}
+
+TEST_CASE("pool: a waiting take gets a buffer given back, and at least one of what it asked", "[pool]") {
+  wg::BufferPool pool(3);
+  uint8_t* held[3] = {};
+  REQUIRE(pool.take(held, 3) == 3);
+  std::atomic<bool> stop{false};
+  uint8_t* more[3] = {};
+  auto waiter = std::async(std::launch::async, [&] { return pool.take(more, 3, &stop); });
+  CHECK(waiter.wait_for(200ms) == std::future_status::timeout);
+  pool.give(held[1]);
+  REQUIRE(waiter.wait_for(5s) == std::future_status::ready);
+  CHECK(waiter.get() == 1);
+  CHECK(more[0] == held[1]);
+  pool.give(more, 1);
+  pool.give(held[0]);
+  pool.give(held[2]);
+  CHECK(pool.idle() == 3);
+  CHECK(pool.allocated() == 3);
+}
