@@ -24,7 +24,7 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       batch_(std::min({tun.batch_size(), bind.batch_size(), kMaxBatch})),
       buffer_bound_(std::max(options.buffer_limit, kMinBufferBatches * batch_)),
       buffers_(buffer_bound_ + batch_ * (tun.queues() - 1)),
-      staging_(buffer_bound_ / 4),
+      staging_(buffer_bound_ / 4, stats_.dropped_staged),
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),

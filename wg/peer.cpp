@@ -131,6 +131,7 @@ void Peer::stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits
     if (staged_.size() >= kMaxStagedPackets || over_all) {
       shared_.buffers.give(staged_.front().buf);
       staged_.pop_front();
+      staging.dropped.fetch_add(1, std::memory_order_relaxed);
     } else {
       staging.total.fetch_add(1, std::memory_order_relaxed);
     }

@@ -39,9 +39,10 @@ struct PeerStats {
 
 // Packets staged (waiting for a session) across all peers of one device, and their bound.
 struct StagingBudget {
-  explicit StagingBudget(size_t limit) : limit(limit) {}
+  StagingBudget(size_t limit, std::atomic<uint64_t>& dropped) : limit(limit), dropped(dropped) {}
   const size_t limit;
   std::atomic<size_t> total{0};
+  std::atomic<uint64_t>& dropped;  // waiting packets dropped for the bounds (DeviceStats::dropped_staged)
 };
 
 // What a peer shares with the other peers of its device.

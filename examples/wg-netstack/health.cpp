@@ -80,6 +80,7 @@ std::string metrics_text(Context& ctx) {
   out += fmt::format("wgnet_dropped_packets_total{{reason=\"replay\"}} {}\n", d.dropped_replay.load());
   out += fmt::format("wgnet_dropped_packets_total{{reason=\"source\"}} {}\n", d.dropped_source.load());
   out += fmt::format("wgnet_dropped_packets_total{{reason=\"handshake\"}} {}\n", d.dropped_handshake.load());
+  out += fmt::format("wgnet_dropped_packets_total{{reason=\"staged\"}} {}\n", d.dropped_staged.load());
   auto c = ctx.stack.counters();
   out += fmt::format("wgnet_dropped_packets_total{{reason=\"netstack_queue\"}} {}\n", c.dropped);
   metric("wgnet_netstack_packets_total", "counter", "IP packets between the netstack and the tunnel.");

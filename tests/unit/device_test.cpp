@@ -296,6 +296,10 @@ TEST_CASE("device: peers that never answer cost a live peer none of its bulk tra
   transfer(pr.a.tun, pr.b.tun, 1, 2, count, ab, ab_ooo);
   CHECK(ab == count);
   CHECK(ab_ooo == 0);
+  // Only the waiting packets were dropped: 8 x 300 to the dead peers, of which the
+  // device's budget (512 / 4) and kMinStagedPackets per peer keep at most 128 + 8 x 16.
+  CHECK(pr.a.dev.stats().dropped_staged >= 8 * 300 - (512 / 4 + 8 * kMinStagedPackets));
+  CHECK(pr.a.dev.stats().dropped_staged <= 8 * 300);
 }
 
 // A pool bound smaller than the batches the reading threads keep (one TUN reader and two
