@@ -198,8 +198,10 @@ void Device::answer_from_tun() {
 
 // 3. Stage, then send what a session allows.
 void Device::stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n) {
+  // They wait (and are bounded) when send_staged will not send them now: the device is
+  // down, or no session may seal them.
   const KeypairPtr kp = p.current_keypair();
-  p.stage(bufs, sizes, n, !may_send(kp.get(), kp ? kp->send_nonce.load() : 0, now()));
+  p.stage(bufs, sizes, n, !up_ || !may_send(kp.get(), kp ? kp->send_nonce.load() : 0, now()));
   send_staged(p);
 }
 

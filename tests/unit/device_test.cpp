@@ -302,6 +302,37 @@ TEST_CASE("device: peers that never answer cost a live peer none of its bulk tra
   CHECK(pr.a.dev.stats().dropped_staged <= 8 * 300);
 }
 
+// A peer's session outlives down(), and its TUN reader goes on reading: what it reads
+// then waits, and must be bounded like any waiting packet. Unbounded, 2,000 packets held
+// every buffer of the pool, and after up() nothing could be read or received.
+TEST_CASE("device: packets read while the device is down are bounded, and traffic resumes after up", "[device]") {
+  Pair pr;
+  pr.a.tun.inject(ip4_packet(1, 2, 0));
+  REQUIRE(pr.b.tun.take(5s));
+  pr.a.dev.down();
+  const uint64_t count = 2000;
+  for (uint64_t n = 1; n <= count; ++n) pr.a.tun.inject(ip4_packet(1, 2, n));
+  // All read and staged, the peer keeping the device's budget of them (the default bound
+  // of 512 buffers / 4; under kMaxStagedPackets).
+  const uint64_t kept = std::min<uint64_t>(kMaxStagedPackets, 512 / 4);
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (pr.a.dev.stats().dropped_staged < count - kept && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  CHECK(pr.a.dev.stats().dropped_staged == count - kept);
+  REQUIRE(!pr.a.dev.up());
+  pr.a.tun.inject(ip4_packet(1, 2, 4242));
+  // The kept packets, the newest ones and in order, then the new one.
+  uint64_t expected = count - kept + 1;
+  for (;;) {
+    auto p = pr.b.tun.take(5s);
+    REQUIRE(p);
+    if (seq_of(*p) == 4242) break;
+    CHECK(seq_of(*p) == expected);
+    ++expected;
+  }
+  CHECK(expected == count + 1);
+}
+
 // A pool bound smaller than the batches the reading threads keep (one TUN reader and two
 // receivers of 128 here) once left each reader waiting for a batch the others held: no
 // packet moved, and close() waited for a receiver that waited for buffers.

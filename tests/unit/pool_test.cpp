@@ -9,6 +9,17 @@
 
 using namespace std::chrono_literals;
 
+namespace {
+
+// Closes the pool when the test leaves, before the waiting thread's future is destroyed
+// (declared after it): a failed check must not leave that destructor waiting for good.
+struct CloseAtExit {
+  wg::BufferPool& pool;
+  ~CloseAtExit() { pool.close(); }
+};
+
+}  // namespace
+
 TEST_CASE("pool: a take waiting on an empty pool returns nothing once its stop is set and woken", "[pool]") {
   wg::BufferPool pool(2);
   uint8_t* held[2] = {};
@@ -16,6 +27,7 @@ TEST_CASE("pool: a take waiting on an empty pool returns nothing once its stop i
   std::atomic<bool> stop{false};
   uint8_t* more[1] = {};
   auto waiter = std::async(std::launch::async, [&] { return pool.take(more, 1, &stop); });
+  CloseAtExit close_at_exit{pool};
   CHECK(waiter.wait_for(200ms) == std::future_status::timeout);  // none free: it waits
   stop = true;
   pool.wake();
@@ -33,6 +45,7 @@ TEST_CASE("pool: a waiting take gets a buffer given back, and at least one of wh
   std::atomic<bool> stop{false};
   uint8_t* more[3] = {};
   auto waiter = std::async(std::launch::async, [&] { return pool.take(more, 3, &stop); });
+  CloseAtExit close_at_exit{pool};
   CHECK(waiter.wait_for(200ms) == std::future_status::timeout);
   pool.give(held[1]);
   REQUIRE(waiter.wait_for(5s) == std::future_status::ready);
