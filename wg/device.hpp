@@ -94,8 +94,8 @@ struct DeviceStats {
   std::atomic<uint64_t> dropped_replay{0};
   std::atomic<uint64_t> dropped_source{0};        // inner source not allowed for the peer
   std::atomic<uint64_t> dropped_handshake{0};     // handshake queue full, rate-limited or bad
-  // Waiting for a session past the peer's bound (kMaxStagedPackets) or, with other peers
-  // waiting too, past the device's budget: the oldest of the peer's packets goes.
+  // Waiting for a session (or for up()) past the peer's bound (kMaxStagedPackets) or the
+  // device's budget (the buffer bound / 4): the oldest of the peer's packets goes.
   std::atomic<uint64_t> dropped_staged{0};
   std::atomic<uint64_t> handshakes_completed{0};
   std::atomic<uint64_t> cookie_replies_sent{0};

@@ -99,7 +99,7 @@ private:
 
   // --- staging (send_mu_): packets on their way to a session, in order ---
   // Appends n packets; their buffers become the peer's. Packets that will wait (`waits`:
-  // no session may send them now) are bounded: a full queue drops its own oldest, and
+  // the device is down, or no session may send them now) are bounded: a full queue drops its own oldest, and
   // past the device's budget a peer keeps only kMinStagedPackets. Packets that a session
   // takes at once (send_staged, right after) are not: the budget is for waiting ones, and
   // a live peer must not lose a burst to peers that never answer. (Should the session end

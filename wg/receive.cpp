@@ -55,7 +55,8 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
   std::array<Batch*, kMaxBatch> ready{};      // batches of this pass, to hand on at its end
   size_t have = 0;
   while (have < batch_) {
-    const size_t got = buffers_.take(bufs.data() + have, batch_ - have, &receivers_stop_);  // at least one, or stopping
+    // At least one, or none when stopping.
+    const size_t got = buffers_.take(bufs.data() + have, batch_ - have, &receivers_stop_);
     if (got == 0) {
       buffers_.give(bufs.data(), have);
       return;
