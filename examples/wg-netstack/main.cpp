@@ -337,7 +337,8 @@ int main(int argc, char** argv) {
   app.add_flag("-s,--silent", silent, "log nothing (--log-level silent)");
   app.add_option("--socks5", socks, "SOCKS5 listen address")->capture_default_str();
   app.add_flag("--no-socks5", no_socks, "do not run the SOCKS5 proxy");
-  app.add_option("--http", http_addr, "HTTP CONNECT proxy listen address");
+  app.add_option("--http", http_addr,
+                 "HTTP proxy listen address: CONNECT, and plain requests with an absolute http:// URI");
   app.add_option("--forward", forwards, "tcp|udp:LOCAL_ADDR:PORT=TUNNEL_HOST:PORT (repeatable)");
   app.add_option("--reverse", reverses, "tcp|udp:TUNNEL_ADDR:PORT=LOCAL_ADDR:PORT (repeatable)");
   app.add_option("--health,-i,--info", health_addr, "serve /readyz and /metrics on this address");
@@ -381,6 +382,19 @@ int main(int argc, char** argv) {
                  "congestion control of the tunnel's TCP senders: bbr (keeps its rate under random loss) or cubic")
       ->check(CLI::IsMember({"bbr", "cubic"}))
       ->capture_default_str();
+  app.footer(
+      "Environment:\n"
+      "  WG_NETSTACK_AUTH    USER:PASSWORD for the proxies when --auth-file is not given\n"
+      "  HOME                where the default config $HOME/.config/wireproxy.conf is looked for\n"
+      "  WG_DISABLE_UDP_GSO  set to anything but \"\" or \"0\": no UDP_SEGMENT sends on the UDP sockets\n"
+      "  WG_DISABLE_UDP_GRO  set to anything but \"\" or \"0\": no UDP_GRO receives on the UDP sockets\n"
+      "A config value that is exactly $NAME is the value of the variable NAME.\n"
+      "\n"
+      "Signals:\n"
+      "  SIGHUP           re-read the config file and apply its WireGuard part as `wg syncconf` does\n"
+      "  SIGINT, SIGTERM  stop, remove the UAPI socket and exit 0\n"
+      "\n"
+      "The manual: man 8 wg-netstack");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -61,10 +61,26 @@ using Disabled = std::vector<const OffloadSwitch*>;
   std::FILE* out = code ? stderr : stdout;
   fmt::print(out, "Usage: {} [-f/--foreground] [--queues N] [--disable-OFFLOAD]... INTERFACE-NAME\n", argv0);
   fmt::print(out, "       {} --version\n\n", argv0);
-  fmt::print(out, "  --queues N  N TUN queues and N UDP sockets per family, a thread each (1 to {}, default 1)\n\n",
+  fmt::print(out, "  -f, --foreground    stay in the foreground (without it: start in the background and return)\n");
+  fmt::print(out, "  --queues N          N TUN queues and N UDP sockets per family, a thread each (1 to {}, default 1)\n",
              kMaxQueues);
-  fmt::print(out, "Each offload is on by default; a flag or its environment variable turns it off:\n");
-  for (const auto& f : kOffloadSwitches) fmt::print(out, "  {:<18} {:<20} {}\n", f.flag, f.env, f.what);
+  fmt::print(out, "  -v, --version       print the version\n");
+  fmt::print(out, "  -h, --help          print this help\n\n");
+  fmt::print(out, "Each offload is on by default; its flag or its environment variable turns it off:\n");
+  for (const auto& f : kOffloadSwitches) fmt::print(out, "  {:<18}  {}\n", f.flag, f.what);
+  fmt::print(out, "\nEnvironment:\n");
+  fmt::print(out, "  LOG_LEVEL=verbose|error|silent  what to log (default error); in the background, output is kept\n"
+                  "                                  only when it is set and not silent\n");
+  fmt::print(out, "  WG_TUN_FD=N                     use this open TUN descriptor instead of creating the interface\n");
+  fmt::print(out, "  WG_UAPI_FD=N                    serve the UAPI on this listening socket instead of {}/NAME.sock\n",
+             kSocketDir);
+  fmt::print(out, "  WG_PROCESS_FOREGROUND=1         the same as -f\n");
+  for (const auto& f : kOffloadSwitches)
+    fmt::print(out, "  {:<30}  the same as {} (set to anything but \"\" or \"0\")\n", f.env, f.flag);
+  fmt::print(out, "\nSignals:\n");
+  fmt::print(out, "  SIGINT, SIGTERM  close the device, remove the UAPI socket and exit 0 (so does deleting the interface)\n");
+  fmt::print(out, "  SIGUSR1          internal (the interface was deleted): stops the daemon as SIGTERM does\n");
+  fmt::print(out, "\nThe manual: man 8 wg-tun\n");
   std::exit(code);
 }
 
