@@ -225,6 +225,9 @@ std::optional<PrivateKey> Device::private_key() const {
 // port that cannot be had leaves the device on the port it had, both families, and
 // reports why. One Bind holds one pair of sockets, so the old pair is closed, the new
 // one tried, and on failure the old port opened again (it was ours a moment ago).
+// While down, the port is tried and let go, so that `wg setconf` before `ip link set up`
+// (wg-quick's order) is refused as wireguard-go refuses it, not accepted for a later
+// up() to fail.
 std::error_code Device::set_listen_port(uint16_t port) {
   std::lock_guard lock(bind_mu_);
   uint16_t old;
@@ -232,6 +235,16 @@ std::error_code Device::set_listen_port(uint16_t port) {
     std::unique_lock cl(config_mu_);
     if (port == listen_port_ && (port != 0 || !up_)) return {};
     old = listen_port_;
+  }
+  if (!up_ && port != 0) {
+    std::error_code ec;
+    uint16_t actual = 0;
+    bind_.open(port, actual, ec);
+    bind_.close();
+    if (ec) return ec;
+  }
+  {
+    std::unique_lock cl(config_mu_);
     listen_port_ = port;
   }
   if (!up_) return {};

@@ -419,6 +419,10 @@ int main(int argc, char** argv) {
 
   try {
     ProxyConfig pc = load_proxy_config(config_path);
+    // With [STDIOTunnel], stderr is the terminal of the program that runs us (ssh's
+    // ProxyCommand): log nothing there unless asked for.
+    if (!pc.stdio_tunnels.empty() && !app.count("--log-level") && !silent)
+      wg::log::set_level(wg::log::Level::silent);
     for (auto& w : pc.warnings) wg::log::error("{}{}", w.rfind("warning: ", 0) == 0 ? "" : "warning: ", w);
     refuse_unsupported(pc, config_path);
     wg::Config& cfg = pc.wg;
@@ -429,7 +433,8 @@ int main(int argc, char** argv) {
     // file in wireproxy's style (any proxy or tunnel section) says what runs, as it does
     // for wireproxy: then the default SOCKS5 listener runs only if asked for.
     const bool wireproxy_style = !pc.socks5.empty() || !pc.http.empty() || !pc.tcp_client_tunnels.empty() ||
-                                 !pc.tcp_server_tunnels.empty() || !pc.udp_proxy_tunnels.empty();
+                                 !pc.tcp_server_tunnels.empty() || !pc.udp_proxy_tunnels.empty() ||
+                                 !pc.stdio_tunnels.empty();
     std::vector<Listener> socks_listeners, http_listeners;
     if (no_socks) {
     } else if (app.count("--socks5") || (pc.socks5.empty() && !wireproxy_style)) {

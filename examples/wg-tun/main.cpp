@@ -20,6 +20,7 @@
 #include <linux/if_tun.h>
 #include <net/if.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -159,6 +160,12 @@ void log_offloads(const std::string& name, const tunlinux::Tun& tun, const conn:
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The background child is exec'd from /proc/self/exe, which would name it "exe": it
+  // takes the name it was started by, so `pgrep -x wg-tun` and `ps -C wg-tun` find it.
+  if (argc > 0) {
+    const char* slash = std::strrchr(argv[0], '/');
+    prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
+  }
   bool foreground = false;
   unsigned queues = 1;
   Disabled disabled;

@@ -353,10 +353,21 @@ while True:
 wait_listen "$NS_B" 198.19.0.2:2222 || fail "stdio server"
 { grep -v PostUp "$TMP/wg0.conf"; printf '\n[STDIOTunnel]\nTarget = 198.19.0.2:2222\n'; } >"$TMP/stdio.conf"
 chmod 600 "$TMP/stdio.conf"
+# Another process holds 127.0.0.1:1080 (a second ssh's wg-netstack, say): a file with
+# [STDIOTunnel] runs no default SOCKS5 listener, so this one must not need the port.
+bg "$NS_A" port-1080 python3 -c '
+import socket, time
+s = socket.create_server(("127.0.0.1", 1080)); time.sleep(600)'
+wait_listen "$NS_A" 127.0.0.1:1080 || fail "a listener on 127.0.0.1:1080"
 out=$(printf 'hello over stdio\n' | na timeout 30 "$N" -c "$TMP/stdio.conf" 2>"$TMP/stdio.err"); rc=$?
-check "[STDIOTunnel]: stdin and stdout bridged to 198.19.0.2:2222, exit 0 when it closes (rc $rc; $(tr '\r\n' '  ' <<<"$out"))" \
+check "[STDIOTunnel]: stdin and stdout bridged to 198.19.0.2:2222 while 127.0.0.1:1080 is taken, exit 0 when it closes (rc $rc; $(tr '\r\n' '  ' <<<"$out"); stderr: $(head -c 300 "$TMP/stdio.err"))" \
   test "$rc" -eq 0 -a "$out" = "$(printf 'SSH-2.0-wgnet-test\r\necho: hello over stdio')"
-check "[STDIOTunnel]: nothing but the stream on stdout, the log on stderr" grep -q "wg-netstack: up" "$TMP/stdio.err"
+check "[STDIOTunnel]: nothing on stderr by default (it is the user's terminal): $(head -c 300 "$TMP/stdio.err")" \
+  test ! -s "$TMP/stdio.err"
+out=$(printf 'hello again\n' | na timeout 30 "$N" --log-level verbose -c "$TMP/stdio.conf" 2>"$TMP/stdio.err"); rc=$?
+check "[STDIOTunnel] with --log-level verbose: the stream on stdout, the log on stderr (rc $rc)" \
+  test "$rc" -eq 0 -a "$out" = "$(printf 'SSH-2.0-wgnet-test\r\necho: hello again')"
+check "[STDIOTunnel] with --log-level verbose: its log lines on stderr" grep -q "wg-netstack: up" "$TMP/stdio.err"
 one_line_exit1 "-d with [STDIOTunnel]" "exclude each other" na "$N" -d -c "$TMP/stdio.conf"
 
 finish "wireproxy config"

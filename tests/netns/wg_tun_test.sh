@@ -238,6 +238,10 @@ daemonize_checks() {
   local pid
   pid=$(pgrep -f "[w]g-tun -f $WG_A" | head -1)
   check "daemon runs in the background" test -n "$pid"
+  local comm
+  comm=$(cat "/proc/$pid/comm" 2>/dev/null)
+  check "the daemon is named wg-tun (comm '$comm'), so pgrep -x and ps -C find it" \
+    bash -c "test '$comm' = wg-tun && pgrep -x wg-tun | grep -qx '$pid' && ps -C wg-tun -o pid= | grep -qw '$pid'"
   check "wg show talks to it" bash -c "ip netns exec $NS_A wg show $WG_A >/dev/null"
   [ -n "$pid" ] && PIDS+=("$pid")
   teardown_pair
@@ -261,6 +265,20 @@ AllowedIPs = 198.19.5.0/24, fd00:19:5::/64
 Endpoint = 198.18.0.2:51821
 CONF
   chmod 600 "$conf"
+  # A ListenPort another socket holds: `wg setconf` (the interface still down) is refused
+  # with EADDRINUSE, so wg-quick up fails and removes the interface, as with wireguard-go.
+  ip netns exec "$NS_A" python3 -c 'import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 51820)); time.sleep(60)' &
+  local holder=$!
+  eventually 50 bash -c "ip netns exec $NS_A ss -Hlun 'sport = :51820' | grep -q ."
+  na env WG_QUICK_USERSPACE_IMPLEMENTATION="$WGNET_BIN/wg-tun" WG_SUDO=1 wg-quick up "$conf" >"$TMP/wgq-busy.log" 2>&1
+  local rc=$? i
+  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+  check "wg-quick up with ListenPort in use fails (rc $rc): $(grep -m1 -i 'in use' "$TMP/wgq-busy.log")" \
+    bash -c "test $rc -ne 0 && grep -q 'Address already in use' '$TMP/wgq-busy.log'"
+  for i in $(seq 50); do pgrep -f "[w]g-tun -f $WG_A" >/dev/null || break; sleep 0.1; done
+  check "wg-quick up with ListenPort in use: interface and daemon gone" \
+    bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1 && ! pgrep -f '[w]g-tun -f $WG_A' >/dev/null"
   na env WG_QUICK_USERSPACE_IMPLEMENTATION="$WGNET_BIN/wg-tun" WG_SUDO=1 wg-quick up "$conf" >"$TMP/wgq.log" 2>&1
   check "wg-quick up succeeds" test $? -eq 0 || cat "$TMP/wgq.log"
   check "wg-quick: address set" bash -c "ip netns exec $NS_A ip addr show $WG_A | grep -q 198.19.0.1/24"

@@ -446,6 +446,31 @@ TEST_CASE("device: a listen port in use is refused and the old one keeps working
   CHECK(seq_of(*got) == 5);
 }
 
+TEST_CASE("device: a listen port in use is refused at once while down", "[device]") {
+  // wg-quick sets the config before `ip link set up`: a taken ListenPort must fail the
+  // `wg setconf` (EADDRINUSE, as wireguard-go), not be kept for an up() that then
+  // cannot open a socket and has no one to tell.
+  Pair pr;
+  pr.b.dev.down();
+  const uint16_t old_port = pr.b.dev.listen_port();
+  conn::MemoryBind squatter(pr.net);
+  uint16_t taken = 0;
+  std::error_code ec;
+  squatter.open(0, taken, ec);
+  REQUIRE(!ec);
+  CHECK(pr.b.dev.set_listen_port(taken) == std::errc::address_in_use);
+  CHECK(pr.b.dev.listen_port() == old_port);
+  std::string err;
+  CHECK(uapi::set(pr.b.dev, "listen_port=" + std::to_string(taken) + "\n", &err) == uapi::kErrorPortInUse);
+  CHECK(pr.b.dev.listen_port() == old_port);
+  // A free port is taken while down and used by the next up().
+  squatter.close();
+  CHECK(!pr.b.dev.set_listen_port(taken));
+  CHECK(!pr.b.dev.is_up());
+  REQUIRE(!pr.b.dev.up());
+  CHECK(pr.b.dev.listen_port() == taken);
+}
+
 TEST_CASE("device: UAPI get → set → get is a fixed point", "[device][uapi]") {
   Pair pr;
   std::string err;
