@@ -112,7 +112,7 @@ bool Tun::query_link(int nl_fd, int ifindex, LinkState& st, std::error_code& ec)
 namespace {
 
 // An rtnetlink socket subscribed to link events, in the calling thread's namespace.
-UniqueFd link_socket(std::error_code& ec) {
+UniqueFd open_link_socket(std::error_code& ec) {
   UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
   if (!nl) {
     ec = errno_code();
@@ -138,7 +138,7 @@ UniqueFd link_socket_in(int netns_fd, std::error_code& ec) {
       ec = errno_code();
       return;
     }
-    nl = link_socket(ec);
+    nl = open_link_socket(ec);
   }).join();
   return nl;
 }
@@ -263,10 +263,27 @@ std::unique_ptr<Tun> Tun::create(const std::string& name, int mtu, const Options
       if (!if_ioctl(actual.c_str(), SIOCSIFTXQLEN, q, ec)) return nullptr;
     }
   }
-  return open_events(fds, std::move(actual), true, offloads, opts, ec);
+  return open_events(fds, std::move(actual), true, offloads, opts, -1, ec);
+}
+
+UniqueFd Tun::link_socket(std::error_code& ec) {
+  ec.clear();
+  return open_link_socket(ec);
 }
 
 std::unique_ptr<Tun> Tun::from_fd(int fd, const Options& opts, std::error_code& ec) {
+  return adopt(fd, -1, opts, ec);
+}
+
+std::unique_ptr<Tun> Tun::from_fd(int fd, int link_fd, const Options& opts, std::error_code& ec) {
+  if (link_fd < 0 || opts.queues != 1) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return nullptr;
+  }
+  return adopt(fd, link_fd, opts, ec);
+}
+
+std::unique_ptr<Tun> Tun::adopt(int fd, int link_fd, const Options& opts, std::error_code& ec) {
   ec.clear();
   ifreq ifr{};
   if (::ioctl(fd, TUNGETIFF, &ifr) < 0) {
@@ -300,23 +317,33 @@ std::unique_ptr<Tun> Tun::from_fd(int fd, const Options& opts, std::error_code& 
   // The other queues, by the interface's name and flags (TUNGETIFF gave both).
   ifr.ifr_flags = static_cast<short>(flags & (IFF_TUN | IFF_NO_PI | IFF_VNET_HDR | IFF_MULTI_QUEUE));
   std::string name(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ));
-  auto tun = attach_queues(ifr, opts.queues, fds, ec) ? open_events(fds, std::move(name), vnet, offloads, opts, ec)
-                                                       : nullptr;
+  auto tun = attach_queues(ifr, opts.queues, fds, ec)
+                 ? open_events(fds, std::move(name), vnet, offloads, opts, link_fd, ec)
+                 : nullptr;
   if (!tun) fds[0].release();  // still the caller's
   return tun;
 }
 
 // Everything but the TUN descriptors: ifindex, the rtnetlink socket (subscribed before
-// the first query, so no change falls between them), the eventfds. Takes `fds` only on
-// success.
+// the first query, so no change falls between them; or the caller's link_fd, made in the
+// interface's namespace), the eventfds. Takes `fds` and link_fd only on success.
 std::unique_ptr<Tun> Tun::open_events(std::vector<UniqueFd>& fds, std::string name, bool vnet_hdr,
-                                      unsigned offloads, const Options& opts, std::error_code& ec) {
+                                      unsigned offloads, const Options& opts, int link_fd, std::error_code& ec) {
+  UniqueFd own;  // the socket made here; link_fd >= 0 is the caller's until success
+  if (link_fd < 0) {
+    own = open_link_socket(ec);
+    if (!own) return nullptr;
+  }
+  const int nl_fd = link_fd >= 0 ? link_fd : own.get();
+  // Through the rtnetlink socket: it names the interface in its own namespace.
   ifreq ifr{};
-  if (!if_ioctl(name.c_str(), SIOCGIFINDEX, ifr, ec)) return nullptr;
+  std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  if (::ioctl(nl_fd, SIOCGIFINDEX, &ifr) < 0) {
+    ec = errno_code();
+    return nullptr;
+  }
   const int ifindex = ifr.ifr_ifindex;
 
-  UniqueFd nl = link_socket(ec);
-  if (!nl) return nullptr;
   UniqueFd close_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   UniqueFd wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!close_fd || !wake_fd) {
@@ -324,12 +351,13 @@ std::unique_ptr<Tun> Tun::open_events(std::vector<UniqueFd>& fds, std::string na
     return nullptr;
   }
   LinkState st;
-  if (!query_link(nl.get(), ifindex, st, ec)) return nullptr;
+  if (!query_link(nl_fd, ifindex, st, ec)) return nullptr;
 
   std::vector<int> raw;
   for (auto& f : fds) raw.push_back(f.release());
+  own.release();
   auto tun = std::make_unique<Tun>(Private(), std::move(raw), std::move(name), ifindex, vnet_hdr, offloads, opts,
-                                   nl.release(), close_fd.release(), wake_fd.release());
+                                   nl_fd, close_fd.release(), wake_fd.release());
   tun->mtu_ = st.mtu;
   tun->up_ = st.up;
   tun->events_ = std::thread([t = tun.get()] { t->run_events(); });

@@ -98,6 +98,16 @@ public:
   // the other queues are attached to it by name (in the caller's namespace).
   static std::unique_ptr<Tun> from_fd(int fd, const Options& opts, std::error_code& ec);
   static std::unique_ptr<Tun> from_fd(int fd, std::error_code& ec) { return from_fd(fd, Options{}, ec); }
+  // The same for an interface in a network namespace the caller cannot enter (wg-run: a
+  // TUN opened in a child's user and network namespaces): `link_fd`, a link_socket()
+  // made in that namespace, finds the interface there, queries it and carries its
+  // events. opts.queues must be 1 (else invalid_argument: more queues would be attached
+  // by name in the caller's namespace). On success the Tun owns both descriptors; on
+  // failure the caller still does.
+  static std::unique_ptr<Tun> from_fd(int fd, int link_fd, const Options& opts, std::error_code& ec);
+  // An rtnetlink socket subscribed to link events in the calling thread's network
+  // namespace (non-blocking, close-on-exec), for from_fd(fd, link_fd, ...).
+  static wg::UniqueFd link_socket(std::error_code& ec);
 
   // Owns every descriptor given: fds (one per queue, at least one), nl_fd, close_fd, wake_fd.
   Tun(Private, std::vector<int> fds, std::string name, int ifindex, bool vnet_hdr, unsigned offloads,
@@ -207,9 +217,11 @@ private:
   // Flags and MTU of interface `ifindex` in the namespace of the rtnetlink socket nl_fd;
   // ec = no_such_device once it is gone.
   static bool query_link(int nl_fd, int ifindex, LinkState& st, std::error_code& ec);
-  // Takes the descriptors in `fds` (one per queue) on success only.
+  // from_fd's work; link_fd < 0: a link socket of the caller's namespace.
+  static std::unique_ptr<Tun> adopt(int fd, int link_fd, const Options& opts, std::error_code& ec);
+  // Takes the descriptors in `fds` (one per queue) and link_fd (if >= 0) on success only.
   static std::unique_ptr<Tun> open_events(std::vector<wg::UniqueFd>& fds, std::string name, bool vnet_hdr,
-                                          unsigned offloads, const Options& opts, std::error_code& ec);
+                                          unsigned offloads, const Options& opts, int link_fd, std::error_code& ec);
 
   // tun::Device's reading, on queue q.
   size_t read_on(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,

@@ -871,6 +871,80 @@ TEST_CASE("tun: from_fd adopts an inherited descriptor with or without a virtio-
   });
 }
 
+TEST_CASE("tun: from_fd with a link socket adopts a TUN whose namespace the caller is not in", "[tunlinux][root]") {
+  WGNET_REQUIRE_ROOT();
+  require_in_netns([] {
+    // The TUN, a link socket and a socket for interface ioctls, all made in another
+    // namespace on a thread of their own (as wg-run's child makes them).
+    int fd = -1, link = -1, ctl = -1;
+    std::thread([&] {
+      if (::unshare(CLONE_NEWNET) != 0) return;
+      fd = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+      ifreq ifr{};
+      std::strncpy(ifr.ifr_name, kIf, IFNAMSIZ - 1);
+      ifr.ifr_flags = IFF_TUN | IFF_NO_PI | IFF_VNET_HDR;
+      if (fd < 0 || ::ioctl(fd, TUNSETIFF, &ifr) != 0) return;
+      std::error_code lec;
+      link = Tun::link_socket(lec).release();
+      ctl = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    }).join();
+    EXPECT(fd >= 0 && link >= 0 && ctl >= 0);
+    EXPECT(if_nametoindex(kIf) == 0);  // not in this namespace
+    auto inner_ioctl = [&](unsigned long request, ifreq& ifr) {
+      std::strncpy(ifr.ifr_name, kIf, IFNAMSIZ - 1);
+      return ::ioctl(ctl, request, &ifr);
+    };
+    std::error_code ec;
+
+    step("without the link socket the interface is not found here");
+    EXPECT(!Tun::from_fd(fd, ec) && ec);
+    EXPECT(::fcntl(fd, F_GETFD) >= 0);
+
+    step("more than one queue: refused, both descriptors still the caller's");
+    Tun::Options two;
+    two.queues = 2;
+    EXPECT(!Tun::from_fd(fd, link, two, ec) && ec == std::errc::invalid_argument);
+    EXPECT(::fcntl(fd, F_GETFD) >= 0 && ::fcntl(link, F_GETFD) >= 0);
+
+    step("with it: found, offloads negotiated, its events heard");
+    auto tun = Tun::from_fd(fd, link, Tun::Options{}, ec);
+    EXPECT_MSG(tun && !ec, ec.message());
+    EXPECT(tun->name() == kIf);
+    EXPECT(tun->ifindex() > 0);
+    EXPECT(tun->offloads() & TUN_F_TSO4);
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<tun::Event> events;
+    tun->set_event_handler([&](tun::Event e) {
+      std::lock_guard lock(mu);
+      events.push_back(e);
+      cv.notify_all();
+    });
+    auto saw = [&](tun::Event e) {
+      std::unique_lock lock(mu);
+      return cv.wait_for(lock, std::chrono::seconds(5),
+                         [&] { return std::find(events.begin(), events.end(), e) != events.end(); });
+    };
+    EXPECT(saw(tun::Event::down));  // the first report: the current state
+    ifreq ifr{};
+    EXPECT(inner_ioctl(SIOCGIFFLAGS, ifr) == 0);
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+    EXPECT(inner_ioctl(SIOCSIFFLAGS, ifr) == 0);
+    EXPECT(saw(tun::Event::up));
+    ifreq m{};
+    m.ifr_mtu = 1300;
+    EXPECT(inner_ioctl(SIOCSIFMTU, m) == 0);
+    EXPECT(saw(tun::Event::mtu_changed));
+    EXPECT(tun->mtu() == 1300);
+
+    step("closed: the interface leaves the other namespace");
+    tun.reset();
+    ifreq gone{};
+    EXPECT(inner_ioctl(SIOCGIFINDEX, gone) < 0 && errno == ENODEV);
+    ::close(ctl);
+  });
+}
+
 // Devices a (on the TUN, 198.19.0.1) and b (in memory, 198.19.0.2), peers of each other
 // over a MemoryNetwork (or what `endpoint` says a listen port is), each knowing the
 // other's endpoint, both up.
