@@ -30,6 +30,7 @@
 #include "proxy_config.hpp"
 #include "http_proxy.hpp"
 #include "offload_switches.hpp"
+#include "reload.hpp"
 #include "socks5.hpp"
 #include "tls_stream.hpp"
 #include "wg/apply.hpp"
@@ -285,19 +286,9 @@ std::string default_config_path() {
 // connections). What cannot change at run time (Address, DNS, MTU, the proxies' and
 // forwards' options) stays as started. A file that does not parse changes nothing.
 void reload(wg::Device& device, const std::string& path) {
-  wg::Config cfg;
-  try {
-    cfg = load_proxy_config(path).wg;
-  } catch (const std::exception& e) {
-    wg::log::error("wg-netstack: reload: {}; nothing changed", e.what());
-    return;
-  }
-  try {
-    wg::sync_config(device, cfg, conn::resolve_endpoint);
-    wg::log::event("wg-netstack: {} reloaded ({} peers)", path, device.peers().size());
-  } catch (const std::exception& e) {
-    wg::log::error("wg-netstack: reload of {}: {}; what came before it is applied", path, e.what());
-  }
+  auto r = programs::reload(device, path, [](const std::string& p) { return load_proxy_config(p).wg; }, "wg-netstack");
+  if (r.ok) wg::log::event("{}", r.message);
+  else wg::log::error("{}", r.message);
 }
 
 std::pair<std::string, std::string> read_auth(const std::string& file) {

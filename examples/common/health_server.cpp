@@ -1,0 +1,114 @@
+// The --health server's shared parts: handshake readiness, device metrics, and the
+// Beast loop that serves them.
+#include "health_server.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <fmt/core.h>
+
+#include <memory>
+
+namespace programs {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+constexpr auto kTry = asio::as_tuple(asio::use_awaitable);
+
+bool handshakes_healthy(wg::Device& device) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  for (auto& p : device.peers()) {
+    if (p->stats().last_handshake_ns.load() <= 0) continue;
+    // Retries do not restart this clock: it is the first unanswered initiation's time.
+    const auto unanswered = std::chrono::nanoseconds(p->stats().unanswered_since_ns.load());
+    if (unanswered.count() == 0 || now - unanswered < wg::kRekeyTimeout + std::chrono::seconds(1)) return true;
+  }
+  return false;
+}
+
+std::string device_metrics(wg::Device& device,
+                           std::initializer_list<std::pair<std::string_view, uint64_t>> more_drops) {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  auto peers = device.peers();
+  metric("wgnet_peer_tx_bytes_total", "counter", "Bytes sent to the peer (UDP payload).");
+  for (size_t i = 0; i < peers.size(); ++i)
+    out += fmt::format("wgnet_peer_tx_bytes_total{{peer=\"{}\"}} {}\n", i, peers[i]->stats().tx_bytes.load());
+  metric("wgnet_peer_rx_bytes_total", "counter", "Bytes received from the peer (UDP payload).");
+  for (size_t i = 0; i < peers.size(); ++i)
+    out += fmt::format("wgnet_peer_rx_bytes_total{{peer=\"{}\"}} {}\n", i, peers[i]->stats().rx_bytes.load());
+  metric("wgnet_peer_last_handshake_seconds", "gauge", "Unix time of the last completed handshake (0: never).");
+  for (size_t i = 0; i < peers.size(); ++i)
+    out += fmt::format("wgnet_peer_last_handshake_seconds{{peer=\"{}\"}} {}\n", i,
+                       peers[i]->stats().last_handshake_ns.load() / 1000000000);
+  auto& d = device.stats();
+  metric("wgnet_handshakes_total", "counter", "Handshakes completed.");
+  out += fmt::format("wgnet_handshakes_total {}\n", d.handshakes_completed.load());
+  metric("wgnet_handshake_messages_total", "counter",
+         "Handshake messages answered under load with a cookie reply, or given a Diffie-Hellman.");
+  out += fmt::format("wgnet_handshake_messages_total{{outcome=\"cookie_reply\"}} {}\n", d.cookie_replies_sent.load());
+  out += fmt::format("wgnet_handshake_messages_total{{outcome=\"computed\"}} {}\n", d.handshakes_computed.load());
+  metric("wgnet_dropped_packets_total", "counter", "Packets dropped, by reason.");
+  auto drop = [&](std::string_view reason, uint64_t n) {
+    out += fmt::format("wgnet_dropped_packets_total{{reason=\"{}\"}} {}\n", reason, n);
+  };
+  drop("no_route", d.dropped_no_route.load());
+  drop("invalid", d.dropped_invalid.load());
+  drop("decrypt", d.dropped_decrypt.load());
+  drop("replay", d.dropped_replay.load());
+  drop("source", d.dropped_source.load());
+  drop("handshake", d.dropped_handshake.load());
+  drop("staged", d.dropped_staged.load());
+  for (auto& [reason, n] : more_drops) drop(reason, n);
+  return out;
+}
+
+namespace {
+
+asio::awaitable<void> serve(tcp::socket socket, std::shared_ptr<HealthPages> pages,
+                            std::shared_ptr<HealthServerOptions> options) {
+  beast::tcp_stream s(std::move(socket));
+  beast::flat_buffer buf;
+  for (;;) {
+    http::request<http::empty_body> req;
+    s.expires_after(options->request_timeout);
+    auto [ec, n] = co_await http::async_read(s, buf, req, kTry);
+    if (ec == beast::error::timeout && options->on_timeout) options->on_timeout();
+    if (ec) co_return;
+    s.expires_never();
+    HealthPage page = (*pages)(req.target());
+    http::response<http::string_body> res{static_cast<http::status>(page.status), req.version()};
+    res.set(http::field::server, options->server_name);
+    res.set(http::field::content_type, page.content_type);
+    res.body() = std::move(page.body);
+    res.keep_alive(req.keep_alive());
+    res.prepare_payload();
+    // A client that stops reading the answer is closed after as long as a request may take.
+    s.expires_after(options->request_timeout);
+    auto [werr, wn] = co_await http::async_write(s, res, kTry);
+    if (werr || !req.keep_alive()) co_return;
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> health_server(tcp::acceptor& acceptor, HealthPages pages, HealthServerOptions options) {
+  auto shared_pages = std::make_shared<HealthPages>(std::move(pages));
+  auto shared_options = std::make_shared<HealthServerOptions>(std::move(options));
+  for (;;) {
+    auto [ec, s] = co_await acceptor.async_accept(kTry);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) continue;
+    s.set_option(tcp::no_delay(true), ec);
+    asio::co_spawn(acceptor.get_executor(), serve(std::move(s), shared_pages, shared_options), asio::detached);
+  }
+}
+
+}  // namespace programs

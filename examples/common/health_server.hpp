@@ -1,0 +1,58 @@
+// What the programs' --health servers share (wg-netstack, wg-run): readiness from the
+// WireGuard handshakes, the device's Prometheus metrics, and the HTTP/1.1 server (Beast)
+// that answers /readyz and /metrics. Never prints key material: peers go by index.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "wg/device.hpp"
+
+namespace programs {
+
+// Ready while some peer's handshakes succeed: it has completed one, and the first
+// initiation sent since then (if any) has gone unanswered for no longer than
+// REKEY_TIMEOUT + 1 s. An idle tunnel whose last handshake is hours old stays ready (the
+// next packet handshakes at once); a peer that stopped answering turns it unready about
+// 6 s after the first attempt that needed it.
+bool handshakes_healthy(wg::Device& device);
+
+// The device's metric families in Prometheus text: bytes per peer, last handshakes,
+// handshakes, handshake messages, dropped packets by reason; `more_drops` adds the
+// program's own reasons to wgnet_dropped_packets_total (a family stays in one block).
+std::string device_metrics(wg::Device& device,
+                           std::initializer_list<std::pair<std::string_view, uint64_t>> more_drops = {});
+
+// One answer of the health server.
+struct HealthPage {
+  unsigned status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+// The page for a request target ("/readyz", "/metrics", anything else: 404), called on
+// the acceptor's executor.
+using HealthPages = std::function<HealthPage(std::string_view target)>;
+
+struct HealthServerOptions {
+  std::string server_name;  // the Server: header
+  // Each request must arrive whole within this of the connection or of the previous
+  // answer (an idle keep-alive connection is closed after as long): a client sending
+  // half a request must not hold a connection.
+  std::chrono::steady_clock::duration request_timeout = std::chrono::seconds(10);
+  std::function<void()> on_timeout;  // a client was closed for it (may be empty)
+};
+
+// Accepts on `acceptor` until it is closed, answering each client's requests (keep-alive
+// honoured) with `pages`, each client in its own coroutine on the acceptor's executor.
+boost::asio::awaitable<void> health_server(boost::asio::ip::tcp::acceptor& acceptor, HealthPages pages,
+                                           HealthServerOptions options);
+
+}  // namespace programs
