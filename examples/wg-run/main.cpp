@@ -1,0 +1,449 @@
+// wg-run: one program's whole network through WireGuard, without root. COMMAND runs in
+// new user, network and mount namespaces whose only interface besides lo is a TUN made
+// there; wg-run runs the WireGuard core over that TUN and a UDP socket of the user's own
+// namespace, then exits with COMMAND's status (sandbox.hpp draws the two processes).
+//
+//   wg-run -c wg0.conf [options] -- COMMAND [ARGS...]
+//   wg-run -c wg0.conf [options] --netns PATH        (serve a namespace someone else made)
+#include <CLI/CLI.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <fmt/core.h>
+#include <net/if.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "bind/linux.hpp"
+#include "bind/resolve.hpp"
+#include "diagnose.hpp"
+#include "health_server.hpp"
+#include "offload_switches.hpp"
+#include "reload.hpp"
+#include "sandbox.hpp"
+#include "wg/apply.hpp"
+#include "wg/base/host_port.hpp"
+#include "wg/base/log.hpp"
+#include "wg/config.hpp"
+#include "wg/uapi_server.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+enum class Verbosity { quiet, normal, verbose };
+Verbosity verbosity = Verbosity::normal;
+
+// wg-run's own lines: a start-up error (always shown), or what a user should know while
+// COMMAND runs (a warning, a reload, the tunnel failing: hidden by -q). The WireGuard
+// core's own log (handshakes, dropped packets) shows only with -v: it shares COMMAND's
+// terminal.
+template <class... Args>
+void say(fmt::format_string<Args...> f, Args&&... args) {
+  if (verbosity != Verbosity::quiet) fmt::print(stderr, "wg-run: {}\n", fmt::format(f, std::forward<Args>(args)...));
+}
+
+struct StartError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A usage error: one line on stderr, exit status 1 (as the other programs).
+[[noreturn]] void usage_error(std::string what) {
+  std::replace(what.begin(), what.end(), '\n', ' ');
+  fmt::print(stderr, "wg-run: {} (--help for usage)\n", what);
+  std::exit(1);
+}
+
+bool valid_interface_name(const std::string& n) {
+  return !n.empty() && n.size() < IFNAMSIZ && n != "." && n != ".." &&
+         n.find_first_of("/ \t\n:") == std::string::npos;
+}
+
+// wg-quick's rule: the interface is named after the config file (wg0.conf: wg0).
+std::string interface_from_config(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  if (base.size() > 5 && base.ends_with(".conf")) base.resize(base.size() - 5);
+  else return "wg0";
+  const bool plain = std::all_of(base.begin(), base.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '=' || c == '+' || c == '.' || c == '-';
+  });
+  return plain && valid_interface_name(base) ? base : "wg0";
+}
+
+tcp::endpoint parse_listen(const std::string& s) {
+  std::string host;
+  uint16_t port = 0;
+  if (!wg::split_host_port(s, host, port)) throw StartError("--health: '" + s + "' is not ADDR:PORT");
+  if (host == "localhost") host = "127.0.0.1";
+  boost::system::error_code ec;
+  auto a = asio::ip::make_address(host, ec);
+  if (ec) throw StartError("--health: '" + host + "' is not an IP address");
+  return {a, port};
+}
+
+// The exit status a shell would give for a wait status.
+int exit_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+// Waits for the child (retrying on EINTR); its exit status as a shell gives it.
+int reap(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return 1;
+  return exit_status(status);
+}
+
+// /readyz and /metrics on their own thread.
+class Health {
+public:
+  Health(const std::string& address) : acceptor_(ioc_) {
+    const auto ep = parse_listen(address);
+    boost::system::error_code ec;
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) throw StartError(fmt::format("--health {}: {}", address, ec.message()));
+    ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
+  }
+  ~Health() { stop(); }
+  // After the fork: a thread is started.
+  void start(wg::Device& device) {
+    auto pages = [&device](std::string_view target) {
+      programs::HealthPage page;
+      if (target == "/readyz") {
+        const bool ok = programs::handshakes_healthy(device);
+        page.status = ok ? 200 : 503;
+        page.body = ok ? "ready\n" : "no handshake with any peer succeeded lately\n";
+      } else if (target == "/metrics") {
+        page.content_type = "text/plain; version=0.0.4";
+        page.body = programs::device_metrics(device);
+      } else {
+        page.status = 404;
+        page.body = "not found\n";
+      }
+      return page;
+    };
+    asio::co_spawn(ioc_, programs::health_server(acceptor_, pages, {"wg-run", std::chrono::seconds(10), {}}), asio::detached);
+    thread_ = std::thread([this] { ioc_.run(); });
+  }
+  void stop() {
+    if (!thread_.joinable()) return;
+    asio::post(ioc_, [this] {
+      boost::system::error_code ec;
+      acceptor_.close(ec);
+      ioc_.stop();
+    });
+    thread_.join();
+  }
+
+private:
+  asio::io_context ioc_;
+  tcp::acceptor acceptor_;
+  std::thread thread_;
+};
+
+// The signals wg-run waits for: passed on to COMMAND, reloads, and its end.
+sigset_t waited_signals() {
+  sigset_t s;
+  sigemptyset(&s);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}) sigaddset(&s, sig);
+  return s;
+}
+
+struct Options {
+  std::string config_path, netns, interface, uapi_path, health;
+  std::vector<std::string> command;
+  programs::OffloadOptions offloads;
+};
+
+int run(const Options& o, const sigset_t& original_mask, bool sigpipe_was_default) {
+  wg::Config cfg = wg::load_config(o.config_path);
+  for (auto& w : cfg.warnings) say("{}{}", w.rfind("warning: ", 0) == 0 ? "" : "warning: ", w);
+  if (!cfg.iface.private_key) throw StartError(o.config_path + ": [Interface] has no PrivateKey");
+  if (cfg.iface.addresses.empty())
+    throw StartError(o.config_path + ": [Interface] has no Address (wg-run gives the namespace these addresses; "
+                                     "add Address = 198.19.0.1/24, say)");
+  if (!cfg.iface.wg_quick_extras.empty()) {
+    std::string keys;
+    for (auto& [k, v] : cfg.iface.wg_quick_extras)
+      if (keys.find(k) == std::string::npos) keys += (keys.empty() ? "" : ", ") + k;
+    say("warning: {}: {} (wg-quick's) ignored", o.config_path, keys);
+  }
+  const bool command_mode = o.netns.empty();
+  if (command_mode && cfg.iface.dns_servers.empty())
+    say("warning: {} has no DNS=: names will not resolve inside (only /etc/hosts); add DNS = a resolver's "
+        "address in the tunnel",
+        o.config_path);
+  if (!command_mode && (!cfg.iface.dns_servers.empty() || !cfg.iface.dns_search.empty()))
+    say("warning: DNS= is not applied with --netns (the namespace's own /etc/resolv.conf stays)");
+  // /dev/net/tun closed to the user: said here, where the owner and uid are the real ones.
+  if (::access("/dev/net/tun", R_OK | W_OK) < 0)
+    throw StartError(wgrun::tun_failure(std::error_code(errno, std::system_category())));
+
+  std::string socket_path = o.uapi_path;
+  if (socket_path.empty() && !o.interface.empty())
+    socket_path = std::string(wg::uapi::kSocketDir) + "/" + o.interface + ".sock";
+  int uapi_fd = -1;
+  if (!socket_path.empty()) {
+    std::string err;
+    uapi_fd = wg::uapi::listen_unix(socket_path, err);
+    if (uapi_fd < 0) throw StartError(err);
+    ::fcntl(uapi_fd, F_SETFD, FD_CLOEXEC);
+  }
+  struct Unlink {
+    std::string path;
+    ~Unlink() {
+      if (!path.empty()) ::unlink(path.c_str());
+    }
+  } unlink_socket{socket_path};
+  std::optional<Health> health;
+  if (!o.health.empty()) health.emplace(o.health);
+
+  // --- the child: namespaces and the TUN ---
+  wgrun::SandboxSpec spec;
+  spec.interface = o.interface.empty() ? interface_from_config(o.config_path) : o.interface;
+  spec.mtu = static_cast<int>(cfg.iface.mtu.value_or(wg::kDefaultMtu));
+  spec.addresses = cfg.iface.addresses;
+  spec.tun = o.offloads.tun;
+  spec.dns = cfg.iface.dns_servers;
+  spec.dns_search = cfg.iface.dns_search;
+  spec.command = o.command;
+  spec.netns_path = o.netns;
+  spec.restore_mask = original_mask;
+  spec.restore_sigpipe_default = sigpipe_was_default;
+  wgrun::Child child = wgrun::spawn(spec);
+  // From here on, a failure ends the child before wg-run exits.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        reap(pid);
+      }
+    }
+  } reaper{child.pid};
+
+  wg::UniqueFd tun_fd, link_fd;
+  if (!wgrun::receive_devices(child.control.get(), tun_fd, link_fd)) {
+    reaper.pid = -1;
+    const int status = reap(child.pid);  // the child said why
+    return status ? status : 1;
+  }
+  if (!command_mode) {  // it has handed the TUN out and exits
+    reaper.pid = -1;
+    reap(child.pid);
+  }
+
+  // --- the WireGuard core over the TUN, in the user's own network namespace ---
+  std::error_code ec;
+  auto tun = tunlinux::Tun::from_fd(tun_fd.get(), link_fd.get(), o.offloads.tun, ec);
+  if (!tun) throw StartError("cannot use the TUN of the namespace: " + ec.message());
+  tun_fd.release();
+  link_fd.release();
+  const std::string name = tun->name();
+  conn::LinuxBind bind(o.offloads.bind);
+  wg::Device device(*tun, bind);
+  wg::apply_config(device, cfg, conn::resolve_endpoint);
+
+  std::promise<std::error_code> first_up;
+  std::once_flag first;
+  tun->set_event_handler([&](tun::Event e) {
+    switch (e) {
+      case tun::Event::up: {
+        auto err = device.up();
+        bool reported = false;
+        std::call_once(first, [&] {
+          first_up.set_value(err);
+          reported = true;
+        });
+        if (err && !reported) say("{}: cannot open the UDP socket: {}; no traffic", name, err.message());
+        else if (!err) wg::log::verbose("{}: up, UDP port {}", name, device.listen_port());
+        break;
+      }
+      case tun::Event::down:
+        device.down();
+        if (tun->deleted()) say("{} was deleted: no traffic from now on", name);
+        else say("{} is down: no traffic until it is up again", name);
+        break;
+      case tun::Event::mtu_changed:
+        wg::log::verbose("{}: MTU {}", name, tun->mtu());
+        break;
+    }
+  });
+  // The handler uses the device and the promise: the Tun's event thread stops before
+  // they go, on every way out.
+  struct CloseTun {
+    tunlinux::Tun& tun;
+    ~CloseTun() { tun.close(); }
+  } close_tun{*tun};
+  auto up = first_up.get_future();
+  if (up.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
+    throw StartError(name + " did not come up");
+  if (auto err = up.get())
+    throw StartError(fmt::format("cannot open UDP port {}: {}", cfg.iface.listen_port.value_or(0), err.message()));
+  std::unique_ptr<wg::uapi::Server> uapi;
+  if (uapi_fd >= 0) uapi = std::make_unique<wg::uapi::Server>(device, uapi_fd);
+  if (health) health->start(device);
+  // A first handshake with every peer that has an endpoint, so the first connection of
+  // COMMAND need not wait for one.
+  for (auto& p : device.peers())
+    if (device.endpoint(*p)) device.initiate_handshake(*p);
+  wg::log::verbose("wg-run: {} up in the namespace, UDP port {}{}", name, device.listen_port(),
+                   socket_path.empty() ? "" : ", UAPI on " + socket_path);
+
+  // --- COMMAND runs; wg-run passes signals on and waits ---
+  if (command_mode) wgrun::release(child.control.get());
+  child.control.reset();
+  const sigset_t sigs = waited_signals();
+  int status = 0;
+  for (;;) {
+    siginfo_t info{};
+    const int sig = ::sigwaitinfo(&sigs, &info);
+    if (sig < 0) continue;  // EINTR
+    if (sig == SIGCHLD) {
+      if (!command_mode) continue;
+      int ws = 0;
+      const pid_t r = ::waitpid(child.pid, &ws, WNOHANG);
+      if (r == child.pid) {
+        reaper.pid = -1;
+        status = exit_status(ws);
+        break;
+      }
+      continue;
+    }
+    if (sig == SIGHUP || sig == SIGUSR1) {
+      auto r = programs::reload(device, o.config_path, wg::load_config, "wg-run");
+      say("{}", r.message.substr(r.message.find(' ') + 1));  // "wg-run: " is say()'s
+      if (sig == SIGUSR1) continue;
+    }
+    if (!command_mode) {
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGQUIT) break;
+      continue;
+    }
+    // A signal from the terminal (Ctrl-C, Ctrl-\, hang-up) reached COMMAND already when it
+    // shares wg-run's foreground process group: only a sent one is passed on.
+    if (info.si_code != SI_KERNEL) ::kill(child.pid, sig);
+  }
+
+  // --- the tunnel torn down, then COMMAND's status ---
+  if (uapi) uapi->stop();
+  if (health) health->stop();
+  device.close();
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // COMMAND is everything after the first "--" (or, without one, from the first argument
+  // that is not an option of wg-run's).
+  int ours = argc;
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) {
+      ours = i;
+      command.assign(argv + i + 1, argv + argc);
+      break;
+    }
+
+  CLI::App app{
+      "wg-run: run a program with its whole network through WireGuard, without root\n"
+      "  wg-run -c FILE [OPTIONS] -- COMMAND [ARGS...]\n"
+      "  wg-run -c FILE [OPTIONS] --netns PATH"};
+  Options o;
+  bool quiet = false, verbose = false;
+  app.set_version_flag("--version", std::string("wg-run ") + WGNET_VERSION + " (wgnet)");
+  app.add_option("-c,--config", o.config_path,
+                 "wg-quick config: [Interface] with PrivateKey and Address (DNS, MTU, ListenPort used), [Peer]s")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--netns", o.netns,
+                 "serve this network namespace (a file such as /run/user/UID/netns/NAME or /proc/PID/ns/net) "
+                 "instead of running COMMAND: its TUN is made there, wg-run runs until SIGINT or SIGTERM")
+      ->type_name("PATH");
+  app.add_option("--interface", o.interface,
+                 std::string("name the TUN NAME and serve the UAPI as interface NAME, so that wg(8) drives it: ") +
+                     wg::uapi::kSocketDir + "/NAME.sock (default TUN name: the config file's, as wg-quick)")
+      ->check([](const std::string& n) -> std::string {
+        return valid_interface_name(n) ? "" : "an interface name is 1-15 characters without '/', ':' or spaces";
+      })
+      ->type_name("NAME");
+  app.add_option("--uapi", o.uapi_path, "serve the UAPI on this Unix socket path instead (wg(8) cannot find it there)")
+      ->type_name("PATH");
+  app.add_option("--health", o.health, "serve /readyz and /metrics on this address (in the user's own namespace)")
+      ->type_name("ADDR:PORT");
+  app.add_flag("-v,--verbose", verbose, "also log the WireGuard core's events (handshakes) and details");
+  app.add_flag("-q,--quiet", quiet, "log only the errors that stop wg-run");
+  std::vector<bool> disabled(std::size(programs::kOffloadSwitches));
+  for (size_t i = 0; i < disabled.size(); ++i) {
+    const auto& s = programs::kOffloadSwitches[i];
+    app.add_flag_callback(s.flag, [i, &disabled] { disabled[i] = true; }, std::string("turn off ") + s.what);
+  }
+  app.footer(
+      "COMMAND runs in new user, network and mount namespaces as the same user, with lo and the TUN as its\n"
+      "only interfaces; /etc/resolv.conf there names the config's DNS= servers. wg-run exits with COMMAND's\n"
+      "status (128+N when a signal N ended it; 127: no such command, 126: it cannot be run; 1: wg-run failed).\n"
+      "\n"
+      "Environment:\n"
+      "  TMPDIR              where the namespace's resolv.conf is written before it is mounted (default /tmp)\n"
+      "  WG_TUN_DISABLE_TSO  set to anything but \"\" or \"0\": the same as --disable-tso\n"
+      "  WG_TUN_DISABLE_USO  the same as --disable-uso\n"
+      "  WG_TUN_DISABLE_GRO  the same as --disable-tun-gro\n"
+      "  WG_TUN_DISABLE_CSUM  the same as --disable-tun-csum\n"
+      "  WG_DISABLE_UDP_GSO  the same as --disable-udp-gso\n"
+      "  WG_DISABLE_UDP_GRO  the same as --disable-udp-gro\n"
+      "\n"
+      "Signals:\n"
+      "  SIGINT, SIGTERM, SIGQUIT, SIGUSR2  passed on to COMMAND (unless the terminal sent them to both);\n"
+      "                   with --netns, INT, TERM and QUIT stop wg-run\n"
+      "  SIGHUP           re-read the config and apply its WireGuard part as `wg syncconf` does, and pass\n"
+      "                   SIGHUP on to COMMAND\n"
+      "  SIGUSR1          re-read and apply the config only (COMMAND does not see it)\n"
+      "\n"
+      "The manual: man 8 wg-run");
+  try {
+    app.parse(ours, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    usage_error(e.what());
+  }
+  if (quiet && verbose) usage_error("-q and -v exclude each other");
+  verbosity = quiet ? Verbosity::quiet : verbose ? Verbosity::verbose : Verbosity::normal;
+  wg::log::set_level(verbose ? wg::log::Level::verbose : wg::log::Level::silent);
+  o.command = std::move(command);
+  if (o.command.empty() && o.netns.empty()) usage_error("no COMMAND: wg-run -c FILE -- COMMAND [ARGS...]");
+  if (!o.command.empty() && !o.netns.empty()) usage_error("--netns serves a namespace and runs no COMMAND");
+  o.offloads = programs::offloads_from_environment();
+  for (size_t i = 0; i < disabled.size(); ++i)
+    if (disabled[i]) programs::turn_off(programs::kOffloadSwitches[i], o.offloads);
+
+  // Signals are waited for, not handled: blocked before any thread starts (and the child
+  // restores the mask for COMMAND).
+  sigset_t original;
+  const sigset_t sigs = waited_signals();
+  pthread_sigmask(SIG_BLOCK, &sigs, &original);
+  const bool sigpipe_was_default = ::signal(SIGPIPE, SIG_IGN) == SIG_DFL;
+  try {
+    return run(o, original, sigpipe_was_default);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wg-run: {}\n", e.what());
+    return 1;
+  }
+}
