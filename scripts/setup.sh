@@ -11,6 +11,7 @@ packages=(
   wireguard-go wireguard-tools iperf3 iproute2 iputils-ping nftables curl python3 procps ethtool
   python3-cryptography openssl
   scdoc mandoc
+  lintian man-db systemd
 )
 
 missing=()

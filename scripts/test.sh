@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: every test on the default build (the golden
-# handshake's independent check among them), the unit tests again under ASan+UBSan, the
+# handshake's independent check among them), the Debian packages (built, lintian, installed,
+# used, removed), the unit tests again under ASan+UBSan, the
 # device, device-clock, seam-fault and UAPI server tests under TSan, and each fuzz target briefly. Each
 # ctest run prints how many tests were skipped; with CI=true (.ci/run) a skipped root
 # case, namespace suite or golden check fails the run.
-# Usage: scripts/test.sh [--quick | --fuzz]   (--quick: default build only; --fuzz: only
-# the fuzz stage)
+# Usage: scripts/test.sh [--quick | --fuzz | --package]   (--quick: default build only;
+# --fuzz: only the fuzz stage; --package: only the Debian packages, tests/package_test.sh)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -50,6 +51,18 @@ sanitizer_stages() {
     -R '^(device|device clock|pool|seams|uapi server|netstack cancel|netstack lifetime|netstack multi|dial_order):|^netstack: (async_dial_tcp by name|a dead address|a dial by name|async_dial_udp by name)|^tun: (the core answers|read_now takes|with light traffic|the core reads a multi-queue)'
 }
 
+# The Debian packages: built, lintian-clean, installed, used and removed (root).
+package_stage() {
+  step "packages: build (Release, build-pkg/), lintian, install, use, remove"
+  local rc=0
+  bash "$top/tests/package_test.sh" "$top" "$top/build-pkg" || rc=$?
+  if [ "$rc" -eq 77 ] && [ "${CI:-}" != true ]; then
+    echo "packages: skipped (not root)"
+    return 0
+  fi
+  return "$rc"
+}
+
 # Each target from a scratch copy of its seed corpus (the repository's stays as it is),
 # artifacts beside it; fuzz_verdict.sh fails on a non-zero exit, any artifact (crash-,
 # leak-, timeout-, oom-, slow-unit-) or no input run.
@@ -85,12 +98,14 @@ fuzz_stage() {
 case $mode in
   --quick) default_stage ;;
   --fuzz) fuzz_stage ;;
+  --package) package_stage ;;
   "")  # one after another, not joined by &&: errexit does not apply inside an && list
     default_stage
+    package_stage
     sanitizer_stages
     fuzz_stage
     ;;
-  *) echo "usage: $0 [--quick | --fuzz]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--quick | --fuzz | --package]" >&2; exit 2 ;;
 esac
 
 step "all passed"
