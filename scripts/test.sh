@@ -70,7 +70,7 @@ fuzz_stage() {
   step "fuzz: each libFuzzer target for a short bounded time (clang-14)"
   cmake --preset fuzz >/dev/null
   local fuzzers=(gro_fuzz gso_fuzz control_fuzz dns_message_fuzz lwip_tcp_fuzz receive_fuzz uapi_fuzz config_fuzz
-                 socks5_fuzz http_proxy_fuzz proxy_config_fuzz) failed=() f corpus work rc
+                 socks5_fuzz http_proxy_fuzz proxy_config_fuzz client_hello_fuzz) failed=() f corpus work rc
   cmake --build build-fuzz -j"$jobs" --target "${fuzzers[@]}"
   for f in "${fuzzers[@]}"; do
     corpus="tests/fuzz/corpus/${f%_fuzz}"

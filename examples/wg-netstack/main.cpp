@@ -31,6 +31,7 @@
 #include "http_proxy.hpp"
 #include "offload_switches.hpp"
 #include "reload.hpp"
+#include "sni.hpp"
 #include "socks5.hpp"
 #include "tls_stream.hpp"
 #include "wg/apply.hpp"
@@ -425,7 +426,7 @@ int main(int argc, char** argv) {
     // for wireproxy: then the default SOCKS5 listener runs only if asked for.
     const bool wireproxy_style = !pc.socks5.empty() || !pc.http.empty() || !pc.tcp_client_tunnels.empty() ||
                                  !pc.tcp_server_tunnels.empty() || !pc.udp_proxy_tunnels.empty() ||
-                                 !pc.stdio_tunnels.empty();
+                                 !pc.stdio_tunnels.empty() || !pc.sni.empty();
     std::vector<Listener> socks_listeners, http_listeners;
     if (no_socks) {
     } else if (app.count("--socks5") || (pc.socks5.empty() && !wireproxy_style)) {
@@ -440,6 +441,8 @@ int main(int argc, char** argv) {
     }
     const Credentials socks_creds = one_credential("[Socks5]", socks_listeners);
     const Credentials http_creds = one_credential("[http]", http_listeners);
+    // [SNI] has no credentials (nor has wireproxy's): it may listen off loopback, since it
+    // only relays TLS to port 443 of the names its clients' ClientHellos carry.
     for (auto* ls : {&socks_listeners, &http_listeners})
       for (auto& l : *ls)
         if (!is_loopback(l.address) && l.creds.user.empty())
@@ -531,6 +534,12 @@ int main(int argc, char** argv) {
       acceptors.push_back(a);
       asio::co_spawn(ex, http_proxy_server(ctx, *a, tls[i].get()), asio::detached);
       listening += (tls[i] ? ", HTTPS on " : ", HTTP on ") + l.address;
+    }
+    for (auto& sec : pc.sni) {
+      auto a = listen_on(ex, "SNI proxy", sec.bind.text);
+      acceptors.push_back(a);
+      asio::co_spawn(ex, sni_server(ctx, *a), asio::detached);
+      listening += ", SNI on " + sec.bind.text;
     }
     if (!health_addr.empty()) {
       auto a = listen_on(ex, "health", health_addr);

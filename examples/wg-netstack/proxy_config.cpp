@@ -116,7 +116,7 @@ std::string listen_problem(const std::string& value, ListenAddress& out) {
   return {};
 }
 
-enum class Section { none, interface, peer, socks5, http, tcp_client, tcp_server, udp_proxy, stdio, resolve };
+enum class Section { none, interface, peer, socks5, http, tcp_client, tcp_server, udp_proxy, stdio, sni, resolve };
 
 struct SectionName {
   std::string_view name;
@@ -128,7 +128,7 @@ constexpr SectionName kSections[] = {
     {"Socks5", Section::socks5},           {"http", Section::http},
     {"TCPClientTunnel", Section::tcp_client}, {"TCPServerTunnel", Section::tcp_server},
     {"UDPProxyTunnel", Section::udp_proxy}, {"STDIOTunnel", Section::stdio},
-    {"Resolve", Section::resolve},
+    {"SNI", Section::sni},                 {"Resolve", Section::resolve},
 };
 
 // wg-quick's own keys: handed to wg::parse_config verbatim (their values are shell
@@ -298,6 +298,7 @@ private:
       case Section::tcp_server: out_.tcp_server_tunnels.emplace_back().line = line_; break;
       case Section::udp_proxy: out_.udp_proxy_tunnels.emplace_back().line = line_; break;
       case Section::stdio: out_.stdio_tunnels.emplace_back().line = line_; break;
+      case Section::sni: out_.sni.emplace_back().line = line_; break;
       default: break;
     }
   }
@@ -328,6 +329,7 @@ private:
       case Section::tcp_server: require("TCPServerTunnel", "ListenPort"); require("TCPServerTunnel", "Target"); break;
       case Section::udp_proxy: require("UDPProxyTunnel", "BindAddress"); require("UDPProxyTunnel", "Target"); break;
       case Section::stdio: require("STDIOTunnel", "Target"); break;
+      case Section::sni: require("SNI", "BindAddress"); break;
       default: break;
     }
   }
@@ -522,6 +524,10 @@ private:
       case Section::stdio:
         match(key, {"Target"}, "STDIOTunnel");
         out_.stdio_tunnels.back().target = target_value(raw);
+        break;
+      case Section::sni:
+        match(key, {"BindAddress"}, "SNI");
+        out_.sni.back().bind = listen_value("BindAddress", raw);
         break;
       case Section::resolve: {
         match(key, {"ResolveStrategy"}, "Resolve");

@@ -124,6 +124,14 @@ struct StdioTunnel {
   HostPort target;
 };
 
+// [SNI]: a transparent TLS proxy, routed by each ClientHello's server name (sni.hpp). No
+// credentials (wireproxy has none for it): a BindAddress off loopback is allowed, since
+// all it does is relay TLS to port 443 of names the tunnel's DNS knows.
+struct SniSection {
+  size_t line = 0;
+  ListenAddress bind;
+};
+
 // [Resolve] ResolveStrategy: which addresses of a resolved name are dialed.
 enum class ResolveStrategy {
   automatic,  // "auto" (default): every address, as resolved
@@ -145,6 +153,7 @@ struct ProxyConfig {
   std::vector<TcpServerTunnel> tcp_server_tunnels;
   std::vector<UdpProxyTunnel> udp_proxy_tunnels;
   std::vector<StdioTunnel> stdio_tunnels;
+  std::vector<SniSection> sni;
   ResolveStrategy resolve = ResolveStrategy::automatic;
   std::vector<wg::IpAddress> check_alive;  // [Interface] CheckAlive, in file order
   // [Interface] CheckAliveInterval: 1 s or more; given only together with CheckAlive.
