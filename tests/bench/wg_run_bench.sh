@@ -46,7 +46,9 @@ done
 
 RUN_ID=${RUN_ID:-r$$}
 umask 077
+# shellcheck disable=SC2034  # read by lib.sh's start_impl
 IMPL_LOG_LEVEL=error
+# shellcheck source=../netns/lib.sh
 . "$(dirname "$0")/../netns/lib.sh"
 require_root
 for tool in iperf3 wg ping setpriv ss; do

@@ -30,6 +30,7 @@
 #
 # Usage: wg_run_test.sh BIN_DIR   (exit 77 = skipped)
 WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 require_root
 for tool in wireguard-go wg curl setpriv python3 unshare nsenter; do
@@ -207,7 +208,7 @@ ip netns exec "$NS_A" setpriv --reuid=nobody --regid=nogroup --clear-groups time
   done
   sleep 1' >"$TMP/leak.out" 2>>"$TMP/inside.log" &
 LEAK_PID=$!
-PIDS+=($LEAK_PID)
+PIDS+=("$LEAK_PID")
 eventually 100 sh -c "ip netns exec $NS_A curl -s --max-time 2 http://$H/metrics | grep -q 'reason=\"no_route\"} [1-9]'"
 metrics=$(na curl -s --max-time 5 "http://$H/metrics")
 wait "$LEAK_PID"
@@ -269,7 +270,7 @@ ip netns exec "$NS_A" setpriv --reuid=nobody --regid=nogroup --clear-groups time
   "$WGNET_BIN/wg-run" -c "$USER_DIR/wg0.conf" --uapi "$USER_DIR/wg.sock" -- sh "$USER_DIR/long.sh" "$STATE" \
   >"$TMP/long.log" 2>&1 &
 RUN_PID=$!
-PIDS+=($RUN_PID)
+PIDS+=("$RUN_PID")
 eventually 100 test -s "$STATE/ns"
 eventually 50 test -S "$USER_DIR/wg.sock"
 uapi=$(as_user "$PY" "$USER_DIR/uapi_get.py" "$USER_DIR/wg.sock")
@@ -318,13 +319,13 @@ log "--- --netns: a namespace the user made ---"
 ip netns exec "$NS_A" setpriv --reuid=nobody --regid=nogroup --clear-groups \
   unshare --user --map-root-user --net sh -c 'exec sleep 60' &
 HOLDER=$!
-PIDS+=($HOLDER)
+PIDS+=("$HOLDER")
 eventually 50 sh -c "[ \"\$(readlink /proc/$HOLDER/ns/net)\" != \"\$(readlink /proc/self/ns/net)\" ] && grep -q sleep /proc/$HOLDER/comm"
 open_tun
 ip netns exec "$NS_A" setpriv --reuid=nobody --regid=nogroup --clear-groups timeout -k 5 60 \
   "$WGNET_BIN/wg-run" -c "$USER_DIR/wg0.conf" --netns "/proc/$HOLDER/ns/net" >"$TMP/netns.log" 2>&1 &
 NETNS_PID=$!
-PIDS+=($NETNS_PID)
+PIDS+=("$NETNS_PID")
 eventually 100 sh -c "nsenter -t $HOLDER -n ip -o link show wg0 2>/dev/null | grep -q UP"
 out=$(timeout 30 nsenter -t "$HOLDER" -n curl -sS --max-time 20 http://198.19.0.2:8080/file | sha256sum | cut -d' ' -f1)
 check "--netns /proc/PID/ns/net: the namespace's programs reach the peer, file intact" [ "$out" = "$WANT" ]
