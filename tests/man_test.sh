@@ -57,7 +57,7 @@ compare() {
   while read -r item; do fail "$prog: $what $item is in the manual, not in --help"; done < <(comm -13 "$3" "$4")
 }
 
-for prog in wg-netstack wg-tun; do
+for prog in wg-netstack wg-tun wg-run; do
   failures_before=$failures
   page="$src/docs/man/$prog.8.scd"
   if [ ! -x "$bin/$prog" ]; then fail "$prog: no program at $bin/$prog"; continue; fi

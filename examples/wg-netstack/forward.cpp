@@ -240,11 +240,12 @@ void start_reverse(Context& ctx, const ForwardSpec& spec) {
 
 namespace {
 
-awaitable<void> stdio_tunnel(Context& ctx, std::string host, uint16_t port) {
+// True once the connection was made (it has ended when this returns).
+awaitable<bool> stdio_tunnel(Context& ctx, std::string host, uint16_t port) {
   auto [derr, stream] = co_await dial_host(ctx, host, port);
   if (derr) {
     wg::log::error("stdio tunnel: {}:{}: {}", host, port, derr.message());
-    co_return;
+    co_return false;
   }
   auto ex = co_await asio::this_coro::executor;
   asio::posix::stream_descriptor in(ex, ::dup(STDIN_FILENO)), out(ex, ::dup(STDOUT_FILENO));
@@ -254,13 +255,14 @@ awaitable<void> stdio_tunnel(Context& ctx, std::string host, uint16_t port) {
   close_stream(in);
   close_stream(out);
   stream.close();
+  co_return true;
 }
 
 }  // namespace
 
-void start_stdio_tunnel(Context& ctx, const std::string& host, uint16_t port, std::function<void()> done) {
+void start_stdio_tunnel(Context& ctx, const std::string& host, uint16_t port, std::function<void(bool)> done) {
   asio::co_spawn(ctx.stack.get_executor(), stdio_tunnel(ctx, host, port),
-                 [done = std::move(done)](std::exception_ptr) { done(); });
+                 [done = std::move(done)](std::exception_ptr e, bool connected) { done(!e && connected); });
 }
 
 }  // namespace wgns

@@ -37,6 +37,6 @@ void start_reverse(Context& ctx, const ForwardSpec& spec);
 // [STDIOTunnel]: this process's stdin and stdout bridged to one TCP connection to
 // host:port in the tunnel (ssh's ProxyCommand). `done` runs once both directions have
 // ended or the dial failed (logged).
-void start_stdio_tunnel(Context& ctx, const std::string& host, uint16_t port, std::function<void()> done);
+void start_stdio_tunnel(Context& ctx, const std::string& host, uint16_t port, std::function<void(bool)> done);
 
 }  // namespace wgns

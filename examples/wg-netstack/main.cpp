@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -311,6 +312,9 @@ std::pair<std::string, std::string> read_auth(const std::string& file) {
   return out;
 }
 
+// A [STDIOTunnel] could not connect and nothing else runs: exit status 1.
+std::atomic<bool> stdio_failed{false};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -550,8 +554,18 @@ int main(int argc, char** argv) {
     for (auto& r : reverses) start_reverse(ctx, parse_forward(r));
     for (auto& f : tunnel_forwards) start_forward(ctx, f);
     for (auto& r : tunnel_reverses) start_reverse(ctx, r);
-    // [STDIOTunnel]: when its connection has ended, so has wg-netstack (as wireproxy).
-    for (auto& t : pc.stdio_tunnels) start_stdio_tunnel(ctx, t.target.host, t.target.port, [] { kill(getpid(), SIGTERM); });
+    // [STDIOTunnel]: when its connection has ended, so has wg-netstack (as wireproxy). A
+    // dial that fails ends it with status 1 (ssh's ProxyCommand then says so), unless other
+    // services run: those go on, as wireproxy's do.
+    const bool other_services = !acceptors.empty() || !forwards.empty() || !reverses.empty() ||
+                                !tunnel_forwards.empty() || !tunnel_reverses.empty();
+    for (auto& t : pc.stdio_tunnels)
+      start_stdio_tunnel(ctx, t.target.host, t.target.port, [other_services](bool connected) {
+        if (connected || !other_services) {
+          if (!connected) stdio_failed = true;
+          kill(getpid(), SIGTERM);
+        }
+      });
 
     std::vector<std::pair<wg::PublicKey, std::string>> named;
     for (auto& p : cfg.peers)
@@ -583,7 +597,7 @@ int main(int argc, char** argv) {
     });
     stopped.get_future().wait();
     device.close();
-    return 0;
+    return stdio_failed ? 1 : 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "wg-netstack: {}\n", e.what());
     return 1;

@@ -369,5 +369,11 @@ check "[STDIOTunnel] with --log-level verbose: the stream on stdout, the log on 
   test "$rc" -eq 0 -a "$out" = "$(printf 'SSH-2.0-wgnet-test\r\necho: hello again')"
 check "[STDIOTunnel] with --log-level verbose: its log lines on stderr" grep -q "wg-netstack: up" "$TMP/stdio.err"
 one_line_exit1 "-d with [STDIOTunnel]" "exclude each other" na "$N" -d -c "$TMP/stdio.conf"
+# A dial that fails with nothing else to serve ends the program with status 1, so that
+# ssh reports it (nothing listens on B's port 2223: refused).
+{ grep -v PostUp "$TMP/wg0.conf"; printf '\n[STDIOTunnel]\nTarget = 198.19.0.2:2223\n'; } >"$TMP/stdio-refused.conf"
+chmod 600 "$TMP/stdio-refused.conf"
+out=$(printf 'hello\n' | na timeout 30 "$N" -c "$TMP/stdio-refused.conf" 2>"$TMP/stdio.err"); rc=$?
+check "[STDIOTunnel] to a refused port alone: exit 1 (rc $rc), nothing on stdout" test "$rc" -eq 1 -a -z "$out"
 
 finish "wireproxy config"
