@@ -10,6 +10,7 @@
 #include "wg/messages.hpp"
 #include "wg/noise.hpp"
 #include "wg/replay.hpp"
+#include "wg/transport_aead.hpp"
 
 namespace wg {
 
@@ -25,6 +26,12 @@ struct Keypair : noise::SessionKeys {
   std::atomic<uint64_t> send_nonce{0};
   // Guarded by the peer's receive sequencing (one flush at a time).
   ReplayFilter replay;
+
+  // The keys leave the AEAD's per-thread caches with it (the members wipe themselves).
+  ~Keypair() {
+    transport::forget(send.data());
+    transport::forget(receive.data());
+  }
 };
 
 using KeypairPtr = std::shared_ptr<Keypair>;

@@ -75,6 +75,7 @@ private:
   // The pipeline, handshakes and timers are the Device's; the state they move is here.
   friend class Device;
   friend struct DeviceFuzzAccess;
+  friend struct PeerKeysAccess;  // tests/unit/key_zeroing_test.cpp: which keys to look for
 
   // --- sessions (keypairs_mu_; a keypair's index is freed when it is dropped) ---
   // Installs a completed handshake's session. The initiator uses it at once (it holds the

@@ -20,7 +20,10 @@
 // every call goes to libsodium's AEAD (crypto.hpp) instead: slower, same bytes.
 //
 // A context keeps the last key it was given: a packet under the same key (a session's
-// packets in a row) sets only the nonce.
+// packets in a row) sets only the nonce. Every context is on a process-wide list, so
+// that forget() can wipe a key from all of them, idle threads' included, when its
+// keypair goes; each context has a lock, taken by its thread for every packet (never
+// contended but by forget()). No call leaves the key in a vector register either.
 #include "wg/transport_aead.hpp"
 
 #include <openssl/core_dispatch.h>
@@ -30,7 +33,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <string_view>
+#include <vector>
 
 namespace wg::transport {
 namespace {
@@ -113,15 +118,61 @@ const Provider& provider() {
   return *p;
 }
 
+// OpenSSL's AVX-512 ChaCha20 keeps the key, broadcast, in zmm16-31 and returns with them
+// as they are (its closing vzeroall clears zmm0-15 only). From there a lazy symbol binding
+// (glibc's resolver saves every vector register on the stack) or a signal frame would
+// copy the key to memory that nobody wipes, so each call is followed by this.
+#if defined(__x86_64__) && defined(__GNUC__)
+bool have_zmm16_31() { return __builtin_cpu_init(), __builtin_cpu_supports("avx512f"); }
+[[gnu::target("avx512f")]] void clear_zmm16_31() {
+  asm volatile(
+      "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvpxord %%zmm17, %%zmm17, %%zmm17\n\t"
+      "vpxord %%zmm18, %%zmm18, %%zmm18\n\tvpxord %%zmm19, %%zmm19, %%zmm19\n\t"
+      "vpxord %%zmm20, %%zmm20, %%zmm20\n\tvpxord %%zmm21, %%zmm21, %%zmm21\n\t"
+      "vpxord %%zmm22, %%zmm22, %%zmm22\n\tvpxord %%zmm23, %%zmm23, %%zmm23\n\t"
+      "vpxord %%zmm24, %%zmm24, %%zmm24\n\tvpxord %%zmm25, %%zmm25, %%zmm25\n\t"
+      "vpxord %%zmm26, %%zmm26, %%zmm26\n\tvpxord %%zmm27, %%zmm27, %%zmm27\n\t"
+      "vpxord %%zmm28, %%zmm28, %%zmm28\n\tvpxord %%zmm29, %%zmm29, %%zmm29\n\t"
+      "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31" ::
+          : "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26",
+            "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
+}
+#else
+bool have_zmm16_31() { return false; }
+void clear_zmm16_31() {}
+#endif
+
+struct Ctx;
+
+// Every thread's contexts. Never destroyed: threads may exit after static destruction.
+struct Registry {
+  std::mutex mu;  // before any context's lock
+  std::vector<Ctx*> contexts;
+};
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
 struct Ctx {
   const Provider& p = provider();
+  const bool clear_registers = have_zmm16_31();
+  std::mutex mu;  // guards the rest: its thread's, but for a moment in forget()
   void* stream = p.ok ? p.cipher_new(p.provctx) : nullptr;
   void* mac = p.ok ? p.mac_new(p.provctx) : nullptr;
   uint8_t key[kKeyLen];  // the key `stream` holds, valid when keyed
   bool keyed = false;
 
-  Ctx() = default;
+  Ctx() {
+    std::lock_guard lock(registry().mu);
+    registry().contexts.push_back(this);
+  }
   ~Ctx() {
+    {
+      std::lock_guard lock(registry().mu);
+      auto& all = registry().contexts;
+      all.erase(std::find(all.begin(), all.end(), this));
+    }
     OPENSSL_cleanse(key, sizeof key);
     if (mac) p.mac_free(mac);        // the provider cleanses the MAC's state
     if (stream) p.cipher_free(stream);  // and the key
@@ -130,6 +181,18 @@ struct Ctx {
   Ctx& operator=(const Ctx&) = delete;
 
   bool usable() const { return stream && mac; }
+
+  // Holds no trace of its key any more: the stream is keyed with zeros (which overwrites
+  // the key schedule) and made to fill its buffer of keystream under that key.
+  void wipe() {
+    if (keyed) {
+      uint8_t byte = 0;
+      p.cipher_init(stream, kZeros, kKeyLen, kZeros, kIvLen, nullptr);
+      update(&byte, kZeros, 1);
+    }
+    OPENSSL_cleanse(key, sizeof key);
+    keyed = false;
+  }
 
   // Ready for one message under k and counter: the stream at block 0 of the message's
   // nonce (4 zero bytes || le64 counter), whose keystream then keys the MAC, leaving the
@@ -144,17 +207,20 @@ struct Ctx {
     if (!same) std::copy_n(k, kKeyLen, key);
     keyed = true;
     uint8_t block[kBlock];
-    size_t len = 0;
-    const bool ok = p.cipher_update(stream, block, &len, kBlock, kZeros, kBlock) == 1 && len == kBlock &&
-                    p.mac_init(mac, block, kPolyKeyLen, nullptr) == 1;
+    const bool ok = update(block, kZeros, kBlock) && p.mac_init(mac, block, kPolyKeyLen, nullptr) == 1;
     OPENSSL_cleanse(block, sizeof block);
     return ok;
   }
 
   // The stream's next n bytes over src into dst (in place when equal).
-  bool crypt(uint8_t* dst, const uint8_t* src, size_t n) {
+  bool crypt(uint8_t* dst, const uint8_t* src, size_t n) { return n == 0 || update(dst, src, n); }
+
+  // The stream over n bytes, and no key left in vector registers (clear_zmm16_31).
+  bool update(uint8_t* dst, const uint8_t* src, size_t n) {
     size_t len = 0;
-    return n == 0 || (p.cipher_update(stream, dst, &len, n, src, n) == 1 && len == n);
+    const bool ok = p.cipher_update(stream, dst, &len, n, src, n) == 1 && len == n;
+    if (clear_registers) clear_zmm16_31();
+    return ok;
   }
 
   // Poly1305 over ad and the ciphertext as RFC 8439 section 2.8 lays them out.
@@ -180,9 +246,18 @@ Ctx& context(bool sealing) {
 
 }  // namespace
 
+void forget(const uint8_t key[kKeyLen]) {
+  std::lock_guard lock(registry().mu);
+  for (Ctx* x : registry().contexts) {
+    std::lock_guard xl(x->mu);
+    if (x->keyed && CRYPTO_memcmp(x->key, key, kKeyLen) == 0) x->wipe();
+  }
+}
+
 void seal(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<const uint8_t> src,
           std::span<const uint8_t> ad) {
   Ctx& x = context(true);
+  std::lock_guard lock(x.mu);
   const size_t n = src.size();
   if (n > INT_MAX || !x.usable() || !x.start(key, counter)) {
     crypto::aead_seal(dst, key, counter, src, ad);
@@ -200,6 +275,7 @@ bool open(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<
           std::span<const uint8_t> ad) {
   if (src.size() < kAeadTagLen || src.size() > INT_MAX) return false;
   Ctx& x = context(false);
+  std::lock_guard lock(x.mu);
   if (!x.usable()) return crypto::aead_open(dst, key, counter, src, ad);
   const size_t n = src.size() - kAeadTagLen;
   uint8_t expected[kAeadTagLen];

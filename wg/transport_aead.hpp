@@ -20,4 +20,9 @@ bool open(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<
           std::span<const uint8_t> ad = {});
 // (WireGuard's transport messages have no associated data; `ad` exists for the RFC vectors.)
 
+// Wipes `key` from every thread's cached state (the key and OpenSSL's key schedule), so
+// that no copy outlives the keypair that owns it. Thread-safe; waits for a seal or open
+// under way on another thread.
+void forget(const uint8_t key[kKeyLen]);
+
 }  // namespace wg::transport

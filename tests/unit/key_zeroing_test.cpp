@@ -1,0 +1,511 @@
+// No copy of a session key outlives its keypair. Two devices on a fake clock exchange
+// traffic on several threads (readers and crypto workers), their keys are zeroed
+// (REJECT_AFTER_TIME * 3, or the peer removed), then every writable mapping of the
+// process (/proc/self/maps, read through /proc/self/mem) is searched for every quarter
+// of every key (8 bytes: a key split across two stores is found too; by chance, 8 bytes
+// match about once in 2^64 places). The test holds its keys only masked (key XOR a
+// random mask, compared as such, never put back together), so the search cannot find
+// the test's own copies.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wg/device.hpp"
+#include "wg/transport_aead.hpp"
+#include "../support/device_pair.hpp"
+#include "skip.hpp"
+
+namespace wg {
+
+// Friend of Peer: the keys of its live sessions, as they are.
+struct PeerKeysAccess {
+  template <class F>
+  static void each_key(Peer& p, F&& f) {
+    std::lock_guard lock(p.keypairs_mu_);
+    for (const KeypairPtr* kp : {&p.previous_, &p.current_, &p.next_}) {
+      if (!*kp) continue;
+      f((*kp)->send);
+      f((*kp)->receive);
+    }
+  }
+};
+
+}  // namespace wg
+
+using namespace wg;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A key as the test keeps it: masked = key ^ mask.
+struct MaskedKey {
+  std::array<uint8_t, kKeyLen> mask{}, masked{};
+};
+
+constexpr size_t kPiece = 8;
+constexpr size_t kPieces = kKeyLen / kPiece;
+
+// Are the 8 bytes at p quarter q of the key? p[i] ^ mask[i] is compared with masked[i];
+// the volatile reads keep the compiler from forming key bytes (masked ^ mask) ahead.
+bool holds_piece(const uint8_t* p, const MaskedKey& k, size_t q) {
+  const volatile uint8_t* mask = k.mask.data() + q * kPiece;
+  const volatile uint8_t* masked = k.masked.data() + q * kPiece;
+  for (size_t i = 0; i < kPiece; ++i)
+    if ((p[i] ^ mask[i]) != masked[i]) return false;
+  return true;
+}
+
+// Do two masked keys hide the same key? (a ^ ma == b ^ mb  <=>  a ^ b == ma ^ mb)
+bool same_key(const MaskedKey& x, const MaskedKey& y) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < kKeyLen; ++i)
+    diff = static_cast<uint8_t>(diff | (x.masked[i] ^ y.masked[i] ^ x.mask[i] ^ y.mask[i]));
+  return diff == 0;
+}
+
+MaskedKey mask_key(const uint8_t* key) {
+  MaskedKey k;
+  random_bytes(k.mask.data(), kKeyLen);
+  for (size_t i = 0; i < kKeyLen; ++i) k.masked[i] = static_cast<uint8_t>(key[i] ^ k.mask[i]);
+  return k;
+}
+
+// Every session key the peers hold now, masked, each once.
+void collect_keys(std::vector<MaskedKey>& keys, std::initializer_list<Peer*> peers) {
+  for (Peer* p : peers)
+    PeerKeysAccess::each_key(*p, [&](const SymmetricKey& key) {
+      const MaskedKey k = mask_key(key.data());
+      for (const auto& seen : keys)
+        if (same_key(seen, k)) return;
+      keys.push_back(k);
+    });
+}
+
+struct Region {
+  uintptr_t begin = 0, end = 0;
+  std::string line;  // as /proc/self/maps lists it
+};
+
+std::vector<Region> writable_regions() {
+  std::vector<Region> out;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    Region r;
+    char perms[5] = {};
+    unsigned long b = 0, e = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &b, &e, perms) != 3) continue;
+    if (perms[0] != 'r' || perms[1] != 'w') continue;
+    r.begin = b;
+    r.end = e;
+    r.line = line;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+struct Hit {
+  size_t key;
+  size_t piece;  // which quarter
+  uintptr_t at;
+  std::string region;
+};
+
+struct Scan {
+  std::vector<Hit> hits;
+  size_t bytes = 0;                  // read and searched
+  std::vector<std::string> skipped;  // reserved, not memory in use (ASan's shadow)
+};
+
+// Larger writable mappings are reservations (ASan's shadow spans terabytes), not data.
+constexpr uintptr_t kMaxRegion = uintptr_t{1} << 36;
+
+// Searches every writable mapping for every key, through /proc/self/mem.
+Scan scan_memory(const std::vector<MaskedKey>& keys) {
+  Scan s;
+  constexpr size_t kChunk = size_t{1} << 20;
+  constexpr uintptr_t kPage = 4096;
+  // The buffer holds what was read: a hit inside it is a copy of one already reported.
+  void* mem = mmap(nullptr, kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  auto* buf = static_cast<uint8_t*>(mem);
+  const auto in_buf = [&](uintptr_t a) {
+    return a + kPiece > reinterpret_cast<uintptr_t>(buf) && a < reinterpret_cast<uintptr_t>(buf) + kChunk;
+  };
+  const int fd = ::open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  for (const Region& r : writable_regions()) {
+    if (r.end - r.begin > kMaxRegion) {
+      s.skipped.push_back(r.line);
+      continue;
+    }
+    for (uintptr_t pos = r.begin; pos < r.end;) {
+      const size_t want = static_cast<size_t>(std::min<uintptr_t>(kChunk, r.end - pos));
+      const ssize_t got = pread(fd, buf, want, static_cast<off_t>(pos));
+      if (got <= 0) {  // an unreadable page (a guard page): on to the next one
+        pos = (pos | (kPage - 1)) + 1;
+        continue;
+      }
+      const size_t n = static_cast<size_t>(got);
+      s.bytes += n;
+      for (size_t k = 0; k < keys.size(); ++k) {
+        for (size_t q = 0; q < kPieces && n >= kPiece; ++q) {
+          // (One byte of a key, alone, is no copy of it.)
+          const auto first = static_cast<uint8_t>(keys[k].mask[q * kPiece] ^ keys[k].masked[q * kPiece]);
+          const uint8_t* p = buf;
+          const uint8_t* last = buf + n - kPiece;
+          while (p <= last) {
+            p = static_cast<const uint8_t*>(std::memchr(p, first, static_cast<size_t>(last - p) + 1));
+            if (!p) break;
+            const uintptr_t at = pos + static_cast<uintptr_t>(p - buf);
+            if (holds_piece(p, keys[k], q) && !in_buf(at)) s.hits.push_back({k, q, at, r.line});
+            ++p;
+          }
+        }
+      }
+      if (pos + n >= r.end) break;
+      pos += n >= kPiece ? n - (kPiece - 1) : n;  // a piece across two reads is seen whole
+    }
+  }
+  ::close(fd);
+  secure_wipe(buf, kChunk);
+  munmap(mem, kChunk);
+  return s;
+}
+
+struct Task {
+  std::string name;
+  uintptr_t sp = 0;  // 0 when running (the kernel tells only a blocked thread's)
+};
+
+// Every thread of the process, named, with its stack pointer.
+std::vector<Task> tasks() {
+  std::vector<Task> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    Task t;
+    std::ifstream(e.path() / "comm") >> t.name;
+    t.name += " (" + e.path().filename().string() + ")";
+    // /proc/PID/task/TID/syscall: number, six arguments, stack pointer, program counter.
+    std::ifstream sc(e.path() / "syscall");
+    std::string field;
+    for (int i = 0; i < 8 && sc >> field; ++i) {}
+    if (sc && field.rfind("0x", 0) == 0) t.sp = std::stoul(field, nullptr, 16);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string describe(const Scan& s) {
+  std::string out = std::to_string(s.bytes >> 20) + " MiB searched, " + std::to_string(s.skipped.size()) +
+                    " reservation(s) skipped\n";
+  const auto threads = tasks();
+  std::vector<Hit> hits = s.hits;
+  std::sort(hits.begin(), hits.end(), [](const Hit& x, const Hit& y) { return x.at < y.at; });
+  for (size_t i = 0; i < hits.size(); ++i) {
+    const Hit& h = hits[i];
+    // A whole key: its four quarters in a row.
+    size_t run = 1;
+    while (h.piece == 0 && run < kPieces && i + run < hits.size() && hits[i + run].key == h.key &&
+           hits[i + run].piece == run && hits[i + run].at == h.at + run * kPiece)
+      ++run;
+    const bool whole = run == kPieces;
+    if (whole) i += kPieces - 1;
+    char at[32];
+    std::snprintf(at, sizeof at, "0x%lx", static_cast<unsigned long>(h.at));
+    out += "key " + std::to_string(h.key) + (whole ? "" : " quarter " + std::to_string(h.piece)) + " at " + at +
+           " in " + h.region + "\n";
+    Region r;
+    std::sscanf(h.region.c_str(), "%lx-%lx", &r.begin, &r.end);
+    for (const Task& t : threads) {
+      if (t.sp < r.begin || t.sp >= r.end) continue;
+      const bool below = h.at < t.sp;
+      out += "  on the stack of " + t.name + ", " + std::to_string(below ? t.sp - h.at : h.at - t.sp) +
+             (below ? " bytes below its stack pointer (a finished call's frame)\n"
+                    : " bytes above its stack pointer, " + std::to_string(r.end - h.at) +
+                          " below the top (a live frame, or its thread-local storage)\n");
+    }
+  }
+  return out;
+}
+
+struct FakeClock {
+  const TimePoint base = Clock::now();
+  std::atomic<Clock::rep> offset{0};
+  TimePoint now() const { return base + Clock::duration(offset.load()); }
+  Clock::duration elapsed() const { return Clock::duration(offset.load()); }
+};
+
+template <class F>
+bool eventually(F f) {
+  for (int i = 0; i < 500; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return f();
+}
+
+// Two devices on one fake clock with three crypto workers each; every batch of more than
+// one packet goes to a worker, single packets are sealed and opened by the reading threads.
+struct Pair {
+  FakeClock clock;
+  const std::chrono::system_clock::time_point wall_base = std::chrono::system_clock::now();
+  wgtest::DevicePair pair{DeviceOptions{
+      .workers = 3,
+      .inline_batch = 1,
+      .clock = [this] { return clock.now(); },
+      .wall_clock = [this] {
+        return wall_base + std::chrono::duration_cast<std::chrono::system_clock::duration>(clock.elapsed());
+      }}};
+  Device& a = pair.a.dev;
+  Device& b = pair.b.dev;
+  uint64_t seq = 0;
+
+  void advance(Clock::duration d) {
+    clock.offset.fetch_add(d.count());
+    REQUIRE(a.clock_moved());
+    REQUIRE(b.clock_moved());
+  }
+
+  // Bursts both ways: 64 packets of assorted sizes injected at once, all taken.
+  void exchange(int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      for (auto [from, to] : {std::pair{&pair.a.tun, &pair.b.tun}, std::pair{&pair.b.tun, &pair.a.tun}}) {
+        const uint8_t src = from == &pair.a.tun ? 1 : 2;
+        for (int i = 0; i < 64; ++i) from->inject(wgtest::ip4_packet(src, 3 - src, seq++, 64 + (i * 37) % 1300));
+        for (int i = 0; i < 64; ++i) REQUIRE(to->take(5s));
+      }
+      // One packet at a time too: sealed and opened where it was read.
+      pair.a.tun.inject(wgtest::ip4_packet(1, 2, seq++));
+      REQUIRE(pair.b.tun.take(5s));
+      pair.b.tun.inject(wgtest::ip4_packet(2, 1, seq++));
+      REQUIRE(pair.a.tun.take(5s));
+    }
+  }
+
+  // The keepalive a owes for b's last packet, waited for until b has it (b, having sent
+  // data and heard nothing, would otherwise start a handshake at 15 s).
+  void settle() {
+    const uint64_t before = pair.b_to_a->stats().rx_bytes.load();
+    advance(kKeepaliveTimeout + 1s);
+    REQUIRE(eventually([&] { return pair.b_to_a->stats().rx_bytes.load() > before; }));
+  }
+
+  // Two sessions with traffic (the second a rekey), every key collected while in use.
+  std::vector<MaskedKey> two_sessions() {
+    std::vector<MaskedKey> keys;
+    exchange(4);
+    settle();
+    REQUIRE(a.stats().handshakes_completed == 1);
+    collect_keys(keys, {pair.a_to_b.get(), pair.b_to_a.get()});
+    advance(kRekeyAfterTime);
+    exchange(1);  // a's send past REKEY_AFTER_TIME starts the second handshake
+    REQUIRE(eventually([&] { return a.stats().handshakes_completed == 2 && b.stats().handshakes_completed == 2; }));
+    exchange(4);
+    settle();
+    collect_keys(keys, {pair.a_to_b.get(), pair.b_to_a.get()});
+    REQUIRE(keys.size() == 4);
+    // Every key is there to be found while it is in use: the search works.
+    const Scan before = scan_memory(keys);
+    for (size_t k = 0; k < keys.size(); ++k) {
+      for (size_t q = 0; q < kPieces; ++q) {
+        INFO("key " << k << " quarter " << q);
+        CHECK(std::any_of(before.hits.begin(), before.hits.end(),
+                          [&](const Hit& h) { return h.key == k && h.piece == q; }));
+      }
+    }
+    return keys;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("key zeroing: no byte of a session's keys is left in memory 540 s after its handshake",
+          "[keypair][device][clock]") {
+  Pair pr;
+  const auto keys = pr.two_sessions();
+  // Idle until the keys go.
+  pr.advance(kRejectAfterTime * 3);
+  REQUIRE(eventually([&] { return !pr.pair.a_to_b->has_session_keys() && !pr.pair.b_to_a->has_session_keys(); }));
+  CHECK(pr.a.stats().handshakes_completed == 2);
+  const Scan s = scan_memory(keys);
+  INFO(describe(s));
+  CHECK(s.bytes > 0);
+  CHECK(s.hits.empty());
+}
+
+TEST_CASE("key zeroing: no byte of a removed peer's session keys is left in memory", "[keypair][device]") {
+  Pair pr;
+  const auto keys = pr.two_sessions();
+  const PublicKey a_pub = pr.pair.a.pub(), b_pub = pr.pair.b.pub();
+  pr.pair.a_to_b.reset();
+  pr.pair.b_to_a.reset();
+  pr.a.remove_peer(b_pub);
+  pr.b.remove_peer(a_pub);
+  const Scan s = scan_memory(keys);
+  INFO(describe(s));
+  CHECK(s.bytes > 0);
+  CHECK(s.hits.empty());
+}
+
+// The same at the AEAD's level, for one idle thread: its contexts keep the key it used
+// last until forget(), and work as before after it.
+TEST_CASE("key zeroing: transport::forget wipes the key an idle thread's contexts hold", "[keypair][transport_aead]") {
+  std::vector<uint8_t> pt(300, 0x5a), ct(316), expected(316), out(300);
+  std::vector<MaskedKey> keys;
+  {
+    SymmetricKey key;
+    random_bytes(key.data(), kKeyLen);
+    keys.push_back(mask_key(key.data()));
+    crypto::aead_seal(expected.data(), key.data(), 5, pt, {});
+  }  // (the key wipes itself)
+  const auto with_key = [&](auto&& f) {
+    SymmetricKey key;
+    for (size_t i = 0; i < kKeyLen; ++i) key.data()[i] = static_cast<uint8_t>(keys[0].masked[i] ^ keys[0].mask[i]);
+    f(key.data());
+  };
+
+  // A thread that seals and opens once, then waits; and again when told to.
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;  // 1: first use done, 2: go again, 3: second use done
+  bool sealed_right[2] = {}, opened[2] = {};
+  std::thread t([&] {
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1) {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return step == 2; });
+      }
+      with_key([&](const uint8_t* key) {
+        transport::seal(ct.data(), key, 5, pt);
+        sealed_right[round] = ct == expected;
+        opened[round] = transport::open(out.data(), key, 5, ct) && out == pt;
+      });
+      std::lock_guard lock(mu);
+      step = round == 0 ? 1 : 3;
+      cv.notify_all();
+    }
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return step == 1; });
+  }
+  CHECK(sealed_right[0]);
+  CHECK(opened[0]);
+  const Scan held = scan_memory(keys);
+  CHECK_FALSE(held.hits.empty());  // the idle thread's contexts have it
+
+  with_key([](const uint8_t* key) { transport::forget(key); });
+  const Scan s = scan_memory(keys);
+  INFO(describe(s));
+  CHECK(s.hits.empty());
+
+  {
+    std::lock_guard lock(mu);
+    step = 2;
+    cv.notify_all();
+  }
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return step == 3; });
+  }
+  t.join();
+  CHECK(sealed_right[1]);
+  CHECK(opened[1]);
+}
+
+// forget() takes each context's lock: threads sealing and opening under the key it wipes
+// get every packet right (the key is set again where it was wiped).
+TEST_CASE("key zeroing: transport::forget while other threads seal and open", "[keypair][transport_aead]") {
+  uint8_t key[kKeyLen];
+  random_bytes(key, sizeof key);
+  constexpr int kPackets = 20000;
+  std::vector<uint8_t> pt(200, 0x33);
+  std::vector<std::vector<uint8_t>> expected(16, std::vector<uint8_t>(216));
+  for (uint64_t c = 0; c < expected.size(); ++c) crypto::aead_seal(expected[c].data(), key, c, pt, {});
+  std::atomic<int> wrong{0}, running{2};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&] {
+      std::vector<uint8_t> ct(216), out(200);
+      for (int n = 0; n < kPackets; ++n) {
+        const uint64_t c = static_cast<uint64_t>(n) % expected.size();
+        transport::seal(ct.data(), key, c, pt);
+        if (ct != expected[c] || !transport::open(out.data(), key, c, ct) || out != pt) wrong.fetch_add(1);
+      }
+      running.fetch_sub(1);
+    });
+  int forgets = 0;
+  while (running.load() > 0) {
+    transport::forget(key);
+    ++forgets;
+  }
+  for (auto& t : threads) t.join();
+  secure_wipe(key, sizeof key);
+  CHECK(forgets > 0);
+  CHECK(wrong.load() == 0);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// zmm16-31 as they are, where OpenSSL's AVX-512 ChaCha20 keeps its key. (This file's code
+// is not built for AVX-512, so nothing of the test's own is in them.)
+[[gnu::target("avx512f"), gnu::noinline]] void read_zmm16_31(uint8_t* out) {
+  asm volatile(
+      "vmovdqu64 %%zmm16, 0(%0)\n\tvmovdqu64 %%zmm17, 64(%0)\n\tvmovdqu64 %%zmm18, 128(%0)\n\t"
+      "vmovdqu64 %%zmm19, 192(%0)\n\tvmovdqu64 %%zmm20, 256(%0)\n\tvmovdqu64 %%zmm21, 320(%0)\n\t"
+      "vmovdqu64 %%zmm22, 384(%0)\n\tvmovdqu64 %%zmm23, 448(%0)\n\tvmovdqu64 %%zmm24, 512(%0)\n\t"
+      "vmovdqu64 %%zmm25, 576(%0)\n\tvmovdqu64 %%zmm26, 640(%0)\n\tvmovdqu64 %%zmm27, 704(%0)\n\t"
+      "vmovdqu64 %%zmm28, 768(%0)\n\tvmovdqu64 %%zmm29, 832(%0)\n\tvmovdqu64 %%zmm30, 896(%0)\n\t"
+      "vmovdqu64 %%zmm31, 960(%0)" ::"r"(out)
+      : "memory");
+}
+
+// Vector registers are saved to memory that nobody wipes: by glibc's lazy symbol binding
+// (every register, on the stack), by a signal frame. So after a packet none may hold the
+// key, whole or a quarter of it.
+TEST_CASE("key zeroing: no vector register holds the key after a packet is sealed or opened",
+          "[keypair][transport_aead]") {
+  if (!__builtin_cpu_supports("avx512f")) WGNET_SKIP("no AVX-512: OpenSSL does not use zmm16-31 here");
+  std::vector<uint8_t> pt(300, 0x5a), ct(316), out(300);
+  MaskedKey k;
+  {
+    SymmetricKey key;
+    random_bytes(key.data(), kKeyLen);
+    k = mask_key(key.data());
+  }
+  uint8_t regs[2][16 * 64];
+  {
+    SymmetricKey key;
+    for (size_t i = 0; i < kKeyLen; ++i) key.data()[i] = static_cast<uint8_t>(k.masked[i] ^ k.mask[i]);
+    for (size_t size : {size_t{0}, size_t{64}, pt.size()}) {
+      transport::seal(ct.data(), key.data(), 1, std::span(pt.data(), size));
+      read_zmm16_31(regs[0]);
+      REQUIRE(transport::open(out.data(), key.data(), 1, std::span(ct.data(), size + kAeadTagLen)));
+      read_zmm16_31(regs[1]);
+      std::string found;
+      for (size_t r = 0; r < 2; ++r)
+        for (size_t at = 0; at + kPiece <= sizeof regs[r]; ++at)
+          for (size_t q = 0; q < kPieces; ++q)
+            if (holds_piece(regs[r] + at, k, q))
+              found += std::string(r ? "open" : "seal") + ": zmm" + std::to_string(16 + at / 64) + " byte " +
+                       std::to_string(at % 64) + " holds quarter " + std::to_string(q) + "\n";
+      INFO(size << " bytes\n" << found);
+      CHECK(found.empty());
+    }
+  }
+  secure_wipe(regs, sizeof regs);
+}
+#endif
