@@ -321,8 +321,8 @@ usage_checks() {
   check "--help: exit 0 (got $rc)" test $rc -eq 0
   local o
   for o in "${OFFLOADS[@]}"; do
-    check "--help names --disable-$o and $(offload_env "$o")" \
-      grep -q -- "--disable-$o *$(offload_env "$o")" "$TMP/usage.out"
+    check "--help names --disable-$o and pairs $(offload_env "$o") with it" \
+      bash -c "grep -q -- '^  --disable-$o ' '$TMP/usage.out' && grep -q -- '^  $(offload_env "$o") .*the same as --disable-$o ' '$TMP/usage.out'"
   done
 }
 
