@@ -1,17 +1,28 @@
-// The --health server's shared parts: handshake readiness, device metrics, and the
-// Beast loop that serves them.
+// The --health server's shared parts: handshake readiness, device metrics, the Beast
+// loop that serves them, and the thread that runs it beside a device.
 #include "health_server.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <fcntl.h>
 #include <fmt/core.h>
+#include <pthread.h>
+#include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "wg/base/host_port.hpp"
 
 namespace programs {
 namespace asio = boost::asio;
@@ -19,6 +30,17 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using asio::ip::tcp;
 constexpr auto kTry = asio::as_tuple(asio::use_awaitable);
+
+tcp::endpoint parse_listen(const std::string& s) {
+  std::string host;
+  uint16_t port = 0;
+  if (!wg::split_host_port(s, host, port)) throw std::invalid_argument("'" + s + "' is not ADDR:PORT");
+  if (host == "localhost") host = "127.0.0.1";
+  boost::system::error_code ec;
+  auto a = asio::ip::make_address(host, ec);
+  if (ec) throw std::invalid_argument("'" + host + "' is not an IP address");
+  return {a, port};
+}
 
 bool handshakes_healthy(wg::Device& device) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -109,6 +131,101 @@ asio::awaitable<void> health_server(tcp::acceptor& acceptor, HealthPages pages, 
     s.set_option(tcp::no_delay(true), ec);
     asio::co_spawn(acceptor.get_executor(), serve(std::move(s), shared_pages, shared_options), asio::detached);
   }
+}
+
+// --- HealthThread ---
+
+struct HealthThread::Impl {
+  explicit Impl(std::string name) : server_name(std::move(name)) {}
+  asio::io_context ioc{1};
+  tcp::acceptor acceptor{ioc};
+  std::string server_name;
+  std::thread thread;
+};
+
+HealthThread::HealthThread(const std::string& address, std::string server_name)
+    : impl_(std::make_unique<Impl>(std::move(server_name))) {
+  tcp::endpoint ep;
+  try {
+    ep = parse_listen(address);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("--health {}: {}", address, e.what()));
+  }
+  auto& a = impl_->acceptor;
+  boost::system::error_code ec;
+  a.open(ep.protocol(), ec);
+  if (!ec) ::fcntl(a.native_handle(), F_SETFD, FD_CLOEXEC);
+  if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error(fmt::format("--health {}: {}", address, ec.message()));
+}
+
+HealthThread::HealthThread(int listening_fd, const std::string& what, std::string server_name)
+    : impl_(std::make_unique<Impl>(std::move(server_name))) {
+  int type = 0, listening = 0;
+  socklen_t type_len = sizeof type, listening_len = sizeof listening;
+  sockaddr_storage local{};
+  socklen_t local_len = sizeof local;
+  if (::getsockopt(listening_fd, SOL_SOCKET, SO_TYPE, &type, &type_len) < 0 ||
+      ::getsockopt(listening_fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &listening_len) < 0 ||
+      ::getsockname(listening_fd, reinterpret_cast<sockaddr*>(&local), &local_len) < 0)
+    throw std::runtime_error(fmt::format("{}: {}", what, std::strerror(errno)));
+  if (type != SOCK_STREAM || !listening || (local.ss_family != AF_INET && local.ss_family != AF_INET6))
+    throw std::runtime_error(what + ": not a listening TCP socket");
+  boost::system::error_code ec;
+  impl_->acceptor.assign(local.ss_family == AF_INET ? tcp::v4() : tcp::v6(), listening_fd, ec);
+  if (ec) throw std::runtime_error(fmt::format("{}: {}", what, ec.message()));
+  ::fcntl(listening_fd, F_SETFD, FD_CLOEXEC);
+}
+
+HealthThread::~HealthThread() { stop(); }
+
+int HealthThread::native_handle() const { return impl_->acceptor.native_handle(); }
+
+std::string HealthThread::local_address() const {
+  boost::system::error_code ec;
+  const auto ep = impl_->acceptor.local_endpoint(ec);
+  if (ec) return "?";
+  return ep.address().is_v6() ? fmt::format("[{}]:{}", ep.address().to_string(), ep.port())
+                              : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
+void HealthThread::start(wg::Device& device) {
+  auto pages = [&device](std::string_view target) {
+    HealthPage page;
+    if (target == "/readyz") {
+      const bool ok = handshakes_healthy(device);
+      page.status = ok ? 200 : 503;
+      page.body = ok ? "ready\n" : "no handshake with any peer succeeded lately\n";
+    } else if (target == "/metrics") {
+      page.content_type = "text/plain; version=0.0.4";
+      page.body = device_metrics(device);
+    } else {
+      page.status = 404;
+      page.body = "not found\n";
+    }
+    return page;
+  };
+  asio::co_spawn(impl_->ioc,
+                 health_server(impl_->acceptor, pages, {impl_->server_name, std::chrono::seconds(10), {}}),
+                 asio::detached);
+  impl_->thread = std::thread([this] { impl_->ioc.run(); });
+  pthread_setname_np(impl_->thread.native_handle(), "wg-health");  // for top -H, ps, gdb
+}
+
+void HealthThread::stop() {
+  if (!impl_->thread.joinable()) {
+    boost::system::error_code ec;
+    impl_->acceptor.close(ec);
+    return;
+  }
+  asio::post(impl_->ioc, [this] {
+    boost::system::error_code ec;
+    impl_->acceptor.close(ec);
+    impl_->ioc.stop();
+  });
+  impl_->thread.join();
 }
 
 }  // namespace programs

@@ -1,6 +1,7 @@
-// What the programs' --health servers share (wg-netstack, wg-run): readiness from the
-// WireGuard handshakes, the device's Prometheus metrics, and the HTTP/1.1 server (Beast)
-// that answers /readyz and /metrics. Never prints key material: peers go by index.
+// What the programs' --health servers share (wg-netstack, wg-run, wg-tun): readiness from
+// the WireGuard handshakes, the device's Prometheus metrics, the HTTP/1.1 server (Beast)
+// that answers /readyz and /metrics, and the thread that runs it beside a device (wg-run,
+// wg-tun). Never prints key material: peers go by index.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +19,10 @@
 #include "wg/device.hpp"
 
 namespace programs {
+
+// "ADDR:PORT" or "[V6]:PORT" as a listening address ("localhost" is 127.0.0.1); throws
+// std::invalid_argument ("'S' is not ADDR:PORT", "'HOST' is not an IP address").
+boost::asio::ip::tcp::endpoint parse_listen(const std::string& s);
 
 // Ready while some peer's handshakes succeed: it has completed one, and the first
 // initiation sent since then (if any) has gone unanswered for no longer than
@@ -54,5 +60,39 @@ struct HealthServerOptions {
 // honoured) with `pages`, each client in its own coroutine on the acceptor's executor.
 boost::asio::awaitable<void> health_server(boost::asio::ip::tcp::acceptor& acceptor, HealthPages pages,
                                            HealthServerOptions options);
+
+// --health of a program whose device runs on threads of its own (wg-run, wg-tun): /readyz
+// (handshakes_healthy: 200, else 503) and /metrics (device_metrics) on a thread named
+// "wg-health". The socket listens from construction on, so that a bad address or a port in
+// use is a start error and a daemon can hand the socket to the process that keeps running;
+// the thread runs from start() to stop().
+class HealthThread {
+public:
+  // Listens on `address` (parse_listen's syntax), close-on-exec. Throws std::runtime_error
+  // "--health ADDRESS: reason" when it is no address or cannot be bound.
+  HealthThread(const std::string& address, std::string server_name);
+  // Takes over `listening_fd`, a listening TCP socket (inherited from the process that made
+  // it), and makes it close-on-exec. Throws std::runtime_error "WHAT: reason" when it is
+  // none (the descriptor is then left open).
+  HealthThread(int listening_fd, const std::string& what, std::string server_name);
+  HealthThread(const HealthThread&) = delete;
+  HealthThread& operator=(const HealthThread&) = delete;
+  ~HealthThread();  // stop()
+
+  // The listening socket, still owned here (to hand on across fork and exec).
+  int native_handle() const;
+  // Where it listens, "ADDR:PORT" (the port the kernel chose for port 0).
+  std::string local_address() const;
+  // Starts the thread; `device` must outlive stop(). Once only. The thread inherits the
+  // caller's signal mask: block the signals the program waits for first.
+  void start(wg::Device& device);
+  // Stops accepting, stops answering and joins the thread (clients' connections close with
+  // the object). Any thread but the server's own; calling it again does nothing.
+  void stop();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace programs

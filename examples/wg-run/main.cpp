@@ -6,11 +6,7 @@
 //   wg-run -c wg0.conf [options] -- COMMAND [ARGS...]
 //   wg-run -c wg0.conf [options] --netns PATH        (serve a namespace someone else made)
 #include <CLI/CLI.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
+#include <fcntl.h>
 #include <fmt/core.h>
 #include <net/if.h>
 #include <signal.h>
@@ -24,7 +20,6 @@
 #include <future>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "bind/linux.hpp"
 #include "bind/resolve.hpp"
@@ -34,15 +29,11 @@
 #include "reload.hpp"
 #include "sandbox.hpp"
 #include "wg/apply.hpp"
-#include "wg/base/host_port.hpp"
 #include "wg/base/log.hpp"
 #include "wg/config.hpp"
 #include "wg/uapi_server.hpp"
 
 namespace {
-
-namespace asio = boost::asio;
-using asio::ip::tcp;
 
 enum class Verbosity { quiet, normal, verbose };
 Verbosity verbosity = Verbosity::normal;
@@ -83,17 +74,6 @@ std::string interface_from_config(const std::string& path) {
   return plain && valid_interface_name(base) ? base : "wg0";
 }
 
-tcp::endpoint parse_listen(const std::string& s) {
-  std::string host;
-  uint16_t port = 0;
-  if (!wg::split_host_port(s, host, port)) throw StartError("--health: '" + s + "' is not ADDR:PORT");
-  if (host == "localhost") host = "127.0.0.1";
-  boost::system::error_code ec;
-  auto a = asio::ip::make_address(host, ec);
-  if (ec) throw StartError("--health: '" + host + "' is not an IP address");
-  return {a, port};
-}
-
 // The exit status a shell would give for a wait status.
 int exit_status(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -108,56 +88,6 @@ int reap(pid_t pid) {
     if (errno != EINTR) return 1;
   return exit_status(status);
 }
-
-// /readyz and /metrics on their own thread.
-class Health {
-public:
-  Health(const std::string& address) : acceptor_(ioc_) {
-    const auto ep = parse_listen(address);
-    boost::system::error_code ec;
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) throw StartError(fmt::format("--health {}: {}", address, ec.message()));
-    ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
-  }
-  ~Health() { stop(); }
-  // After the fork: a thread is started.
-  void start(wg::Device& device) {
-    auto pages = [&device](std::string_view target) {
-      programs::HealthPage page;
-      if (target == "/readyz") {
-        const bool ok = programs::handshakes_healthy(device);
-        page.status = ok ? 200 : 503;
-        page.body = ok ? "ready\n" : "no handshake with any peer succeeded lately\n";
-      } else if (target == "/metrics") {
-        page.content_type = "text/plain; version=0.0.4";
-        page.body = programs::device_metrics(device);
-      } else {
-        page.status = 404;
-        page.body = "not found\n";
-      }
-      return page;
-    };
-    asio::co_spawn(ioc_, programs::health_server(acceptor_, pages, {"wg-run", std::chrono::seconds(10), {}}), asio::detached);
-    thread_ = std::thread([this] { ioc_.run(); });
-  }
-  void stop() {
-    if (!thread_.joinable()) return;
-    asio::post(ioc_, [this] {
-      boost::system::error_code ec;
-      acceptor_.close(ec);
-      ioc_.stop();
-    });
-    thread_.join();
-  }
-
-private:
-  asio::io_context ioc_;
-  tcp::acceptor acceptor_;
-  std::thread thread_;
-};
 
 // The signals wg-run waits for: passed on to COMMAND, reloads, and its end.
 sigset_t waited_signals() {
@@ -213,8 +143,8 @@ int run(const Options& o, const sigset_t& original_mask, bool sigpipe_was_defaul
       if (!path.empty()) ::unlink(path.c_str());
     }
   } unlink_socket{socket_path};
-  std::optional<Health> health;
-  if (!o.health.empty()) health.emplace(o.health);
+  std::optional<programs::HealthThread> health;
+  if (!o.health.empty()) health.emplace(o.health, "wg-run");
 
   // --- the child: namespaces and the TUN ---
   wgrun::SandboxSpec spec;

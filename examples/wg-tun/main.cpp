@@ -1,8 +1,9 @@
 // wg-tun: the root-mode daemon. A kernel TUN interface driven by `wg` and `wg-quick`
 // over the UAPI socket, command-line compatible with wireguard-go:
 //
-//   wg-tun [-f|--foreground] [--queues N] [--disable-OFFLOAD]... INTERFACE        wg-tun --version
-//   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_PROCESS_FOREGROUND=1
+//   wg-tun [-f|--foreground] [--queues N] [--health ADDR:PORT] [--disable-OFFLOAD]... INTERFACE
+//   wg-tun --version
+//   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_HEALTH_FD=N  WG_PROCESS_FOREGROUND=1
 //
 // Each offload can be turned off by a flag or by its environment switch (either one is
 // enough; the table is programs::kOffloadSwitches): --disable-tso (WG_TUN_DISABLE_TSO),
@@ -13,9 +14,12 @@
 // thread each and N UDP sockets per family (SO_REUSEPORT) with a receiver each, for
 // machines with more cores than the two threads of one queue keep busy.
 //
+// --health ADDR:PORT: /readyz and /metrics (programs::HealthThread, as wg-run's).
+//
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
-// inherited descriptors, exactly as wireguard-go does, and exits.
+// inherited descriptors, exactly as wireguard-go does, and exits. The --health socket
+// goes the same way (WG_HEALTH_FD); its thread starts only in the process that stays.
 #include <fcntl.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
@@ -27,11 +31,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bind/linux.hpp"
+#include "health_server.hpp"
 #include "offload_switches.hpp"
 #include "tunlinux/tun.hpp"
 #include "wg/device.hpp"
@@ -53,18 +60,23 @@ using Disabled = std::vector<const OffloadSwitch*>;
 
 // A usage error: one line on stderr, exit status 1 (as wireguard-go's; wg-netstack's too).
 [[noreturn]] void usage_error(const char* argv0, const std::string& what) {
-  fmt::print(stderr, "wg-tun: {}; usage: {} [-f/--foreground] [--queues N] [--disable-OFFLOAD]... INTERFACE-NAME (--help: the offloads)\n",
+  fmt::print(stderr,
+             "wg-tun: {}; usage: {} [-f/--foreground] [--queues N] [--health ADDR:PORT] [--disable-OFFLOAD]... "
+             "INTERFACE-NAME (--help: the offloads)\n",
              what, argv0);
   std::exit(1);
 }
 
 [[noreturn]] void usage(const char* argv0, int code) {
   std::FILE* out = code ? stderr : stdout;
-  fmt::print(out, "Usage: {} [-f/--foreground] [--queues N] [--disable-OFFLOAD]... INTERFACE-NAME\n", argv0);
+  fmt::print(out, "Usage: {} [-f/--foreground] [--queues N] [--health ADDR:PORT] [--disable-OFFLOAD]... INTERFACE-NAME\n",
+             argv0);
   fmt::print(out, "       {} --version\n\n", argv0);
   fmt::print(out, "  -f, --foreground    stay in the foreground (without it: start in the background and return)\n");
   fmt::print(out, "  --queues N          N TUN queues and N UDP sockets per family, a thread each (1 to {}, default 1)\n",
              kMaxQueues);
+  fmt::print(out, "  --health ADDR:PORT  serve /readyz (200 while a peer's handshakes succeed, else 503) and /metrics\n"
+                  "                      (Prometheus text) over HTTP on this address, in wg-tun's network namespace\n");
   fmt::print(out, "  -v, --version       print the version\n");
   fmt::print(out, "  -h, --help          print this help\n\n");
   fmt::print(out, "Each offload is on by default; its flag or its environment variable turns it off:\n");
@@ -75,6 +87,8 @@ using Disabled = std::vector<const OffloadSwitch*>;
   fmt::print(out, "  WG_TUN_FD=N                     use this open TUN descriptor instead of creating the interface\n");
   fmt::print(out, "  WG_UAPI_FD=N                    serve the UAPI on this listening socket instead of {}/NAME.sock\n",
              kSocketDir);
+  fmt::print(out, "  WG_HEALTH_FD=N                  serve --health on this listening TCP socket instead of binding\n"
+                  "                                  ADDR:PORT (how the background process gets it)\n");
   fmt::print(out, "  WG_PROCESS_FOREGROUND=1         the same as -f\n");
   for (const auto& f : kOffloadSwitches)
     fmt::print(out, "  {:<30}  the same as {} (set to anything but \"\" or \"0\")\n", f.env, f.flag);
@@ -106,11 +120,11 @@ wg::log::Level level_from_env() {
 }
 
 // Re-executes this program in the background with the TUN and UAPI descriptors as 3
-// and 4, then returns in the parent. The child is not waited for: like wireguard-go's.
-// The child gets the same offload flags (after the interface name, so `wg-tun -f NAME`
-// still starts its command line).
-int daemonize(const char* self, const std::string& iface, const Disabled& disabled, unsigned queues, int tun_fd,
-              int uapi_fd) {
+// and 4 (and the --health socket, if any, as 5), then returns in the parent. The child is
+// not waited for: like wireguard-go's. The child gets the same flags (after the interface
+// name, so `wg-tun -f NAME` still starts its command line).
+int daemonize(const char* self, const std::string& iface, const Disabled& disabled, unsigned queues,
+              const std::string& health_address, int tun_fd, int uapi_fd, int health_fd) {
   bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
   pid_t pid = fork();
   if (pid < 0) {
@@ -125,20 +139,28 @@ int daemonize(const char* self, const std::string& iface, const Disabled& disabl
     dup2(devnull, 1);
     dup2(devnull, 2);
   }
-  // Move the descriptors to 3 and 4 without clobbering each other.
-  int t = fcntl(tun_fd, F_DUPFD, 10), u = fcntl(uapi_fd, F_DUPFD, 10);
+  // Move the descriptors to 3, 4 and 5 without clobbering each other; the copies above 10
+  // close at exec (dup2 clears close-on-exec on 3, 4 and 5).
+  int t = fcntl(tun_fd, F_DUPFD_CLOEXEC, 10), u = fcntl(uapi_fd, F_DUPFD_CLOEXEC, 10);
+  int h = health_fd >= 0 ? fcntl(health_fd, F_DUPFD_CLOEXEC, 10) : -1;
   dup2(t, 3);
   dup2(u, 4);
-  fcntl(3, F_SETFD, 0);
-  fcntl(4, F_SETFD, 0);
   setenv("WG_TUN_FD", "3", 1);
   setenv("WG_UAPI_FD", "4", 1);
+  if (h >= 0) {
+    dup2(h, 5);
+    setenv("WG_HEALTH_FD", "5", 1);
+  }
   setenv("WG_PROCESS_FOREGROUND", "1", 1);
   const std::string queue_count = std::to_string(queues);
   std::vector<const char*> args{self, "-f", iface.c_str()};
   if (queues > 1) {  // the child attaches the queues beyond the inherited one
     args.push_back("--queues");
     args.push_back(queue_count.c_str());
+  }
+  if (!health_address.empty()) {  // for ps and the log; the child serves on descriptor 5
+    args.push_back("--health");
+    args.push_back(health_address.c_str());
   }
   for (const OffloadSwitch* f : disabled) args.push_back(f->flag);
   args.push_back(nullptr);
@@ -169,7 +191,7 @@ int main(int argc, char** argv) {
   bool foreground = false;
   unsigned queues = 1;
   Disabled disabled;
-  std::string iface;
+  std::string iface, health_address;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--version" || a == "-v") {
@@ -190,6 +212,10 @@ int main(int argc, char** argv) {
       if (n < 1 || n > kMaxQueues || *end) usage_error(argv[0], fmt::format("--queues takes 1 to {}, not '{}'", kMaxQueues, v));
       queues = static_cast<unsigned>(n);
     }
+    else if (a == "--health") {
+      if (i + 1 >= argc || !*argv[i + 1] || argv[i + 1][0] == '-') usage_error(argv[0], "--health takes ADDR:PORT");
+      health_address = argv[++i];
+    }
     else if (iface.empty() && !a.empty() && a[0] != '-') iface = a;
     else if (a.empty() || a[0] == '-') usage_error(argv[0], "unknown option '" + a + "'");
     else usage_error(argv[0], "one interface name only ('" + iface + "', then '" + a + "')");
@@ -207,6 +233,16 @@ int main(int argc, char** argv) {
   sigaddset(&sigs, SIGUSR1);  // internal: the interface was deleted
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+
+  // --- the --health socket: before the interface, so that a port in use leaves nothing behind ---
+  std::optional<programs::HealthThread> health;
+  try {
+    if (auto fd = env_fd("WG_HEALTH_FD")) health.emplace(*fd, fmt::format("WG_HEALTH_FD={}", *fd), "wg-tun");
+    else if (!health_address.empty()) health.emplace(health_address, "wg-tun");
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wg-tun: {}\n", e.what());
+    return 1;
+  }
 
   // --- the interface ---
   // A flag or the environment variable turns an offload off.
@@ -241,7 +277,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (!foreground) return daemonize(argv[0], name, disabled, queues, tun->fd(), uapi_fd);
+  if (!foreground)
+    return daemonize(argv[0], name, disabled, queues, health_address, tun->fd(), uapi_fd,
+                     health ? health->native_handle() : -1);
 
   conn::LinuxBind bind(bind_opts);
   wg::Device device(*tun, bind);
@@ -270,12 +308,15 @@ int main(int argc, char** argv) {
     }
   });
   wg::uapi::Server server(device, uapi_fd);
-  wg::log::event("wg-tun {} started on {}", kVersion, name);
+  if (health) health->start(device);  // the signals are blocked: its thread inherits that
+  wg::log::event("wg-tun {} started on {}{}", kVersion, name,
+                 health ? "; /readyz and /metrics on " + health->local_address() : "");
 
   int sig = 0;
   sigwait(&sigs, &sig);
   wg::log::event("interface {}: {}, shutting down", name, sig == SIGUSR1 ? "deleted" : "signal received");
   server.stop();
+  if (health) health->stop();  // before the device it reads goes
   ::unlink(socket_path.c_str());
   device.close();
   return 0;
