@@ -9,7 +9,7 @@ packages=(
   libsodium-dev libb2-dev libssl-dev libboost1.81-dev libfmt-dev catch2 libbenchmark-dev
   libcli11-dev
   wireguard-go wireguard-tools iperf3 iproute2 iputils-ping nftables curl python3 procps ethtool
-  python3-cryptography openssl
+  python3-cryptography openssl libseccomp-dev
   scdoc mandoc
   lintian man-db systemd
 )

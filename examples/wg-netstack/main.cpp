@@ -10,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/core.h>
 #include <malloc.h>
+#include <openssl/crypto.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <signal.h>
@@ -18,13 +19,16 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 
 #include "bind/linux.hpp"
 #include "bind/resolve.hpp"
 #include "common.hpp"
+#include "confine.hpp"
 #include "forward.hpp"
 #include "handshake.hpp"
 #include "health.hpp"
@@ -36,6 +40,7 @@
 #include "socks5.hpp"
 #include "tls_stream.hpp"
 #include "wg/apply.hpp"
+#include "wg/base/fd.hpp"
 #include "wg/base/log.hpp"
 #include "wg/uapi_server.hpp"
 
@@ -141,10 +146,15 @@ void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
 constexpr size_t kTrimSlackGrowth = 16 << 20;
 
 // Resident bytes of this process (/proc/self/statm, second field); 0 if unreadable.
+// The file stays open from the first call on, which comes before the sandbox.
 size_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
+  static const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  char text[128];
+  const ssize_t n = fd < 0 ? -1 : ::pread(fd, text, sizeof text - 1, 0);
+  if (n <= 0) return 0;
+  text[n] = 0;
   size_t pages_total = 0, pages_resident = 0;
-  if (!(statm >> pages_total >> pages_resident)) return 0;
+  if (std::sscanf(text, "%zu %zu", &pages_total, &pages_resident) != 2) return 0;
   return pages_resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
@@ -262,12 +272,12 @@ int fork_daemon() {
   return p[1];
 }
 
-// The child of fork_daemon is up: tells the parent, and lets go of the terminal.
-void daemon_ready(int fd) {
+// The child of fork_daemon is up: tells the parent, and lets go of the terminal
+// (`null`: /dev/null, opened before the sandbox).
+void daemon_ready(int fd, int null) {
   const char ok = 'k';
   (void)!::write(fd, &ok, 1);
   ::close(fd);
-  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {
     for (int target : {0, 1, 2}) ::dup2(null, target);
     if (null > 2) ::close(null);
@@ -287,10 +297,34 @@ std::string default_config_path() {
 // added, changed and removed; unchanged ones keep their sessions, and the proxies their
 // connections). What cannot change at run time (Address, DNS, MTU, the proxies' and
 // forwards' options) stays as started. A file that does not parse changes nothing.
-void reload(wg::Device& device, const std::string& path) {
+// Under the sandbox, a file it does not allow cannot be opened (EACCES): said so.
+void reload(wg::Device& device, const std::string& path, bool sandboxed) {
   auto r = programs::reload(device, path, [](const std::string& p) { return load_proxy_config(p).wg; }, "wg-netstack");
-  if (r.ok) wg::log::event("{}", r.message);
-  else wg::log::error("{}", r.message);
+  if (r.ok) {
+    wg::log::event("{}", r.message);
+  } else if (sandboxed && r.message.find(std::strerror(EACCES)) != std::string::npos) {
+    wg::log::error("{} (the sandbox lets wg-netstack read only files beneath the directories of the files it "
+                   "started with: restart it to take new ones, or run it with --no-sandbox)",
+                   r.message);
+  } else {
+    wg::log::error("{}", r.message);
+  }
+}
+
+// After the config is read and before any thread starts: the files wg-netstack may still
+// use (its config files' directories, for SIGHUP; the system resolver's, for endpoint
+// names; removing its UAPI socket), then the rest of the file system is out of reach.
+void confine_files(const std::string& config_path, const ProxyConfig& pc, const std::string& uapi_path) {
+  programs::FileRules rules;
+  for (auto& f : {config_path, pc.wg_config_path})
+    if (!f.empty()) rules.read_beneath.push_back(std::filesystem::absolute(f).parent_path().string());
+  programs::add_resolver_files(rules);
+  if (!uapi_path.empty()) rules.remove_in.push_back(std::filesystem::absolute(uapi_path).parent_path().string());
+  // What libraries would otherwise open later: OpenSSL's configuration.
+  OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, nullptr);
+  auto c = programs::restrict_files(rules);
+  if (c.abi > 0) wg::log::verbose("{}", c.message);
+  else wg::log::error("warning: {}", c.message);
 }
 
 std::pair<std::string, std::string> read_auth(const std::string& file) {
@@ -323,7 +357,7 @@ int main(int argc, char** argv) {
   std::string congestion = "bbr";
   bool no_socks = false;
   std::vector<std::string> forwards, reverses;
-  bool silent = false, daemon_mode = false, config_test = false;
+  bool silent = false, daemon_mode = false, config_test = false, no_sandbox = false, sandbox_log = false;
   app.set_version_flag("-v,--version", std::string("wg-netstack ") + WGNET_VERSION + " (wgnet)");
   app.add_option("-c,--config", config_path,
                  "config file: wg-quick style ([Interface] Address= required) or wireproxy's format; default: "
@@ -374,6 +408,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", level, "verbose, error or silent")
       ->check(CLI::IsMember({"verbose", "error", "silent"}))
       ->capture_default_str();
+  app.add_flag("--no-sandbox", no_sandbox,
+               "do not confine the process (Landlock, system-call allow-list): for debugging");
+  app.add_flag("--sandbox-log", sandbox_log,
+               "log system calls the allow-list denies to the kernel log (they still fail with EPERM)");
   app.add_option("--tcp-congestion", congestion,
                  "congestion control of the tunnel's TCP senders: bbr (keeps its rate under random loss) or cubic")
       ->check(CLI::IsMember({"bbr", "cubic"}))
@@ -476,6 +514,22 @@ int main(int argc, char** argv) {
       return 0;
     }
     const int ready_fd = daemon_mode ? fork_daemon() : -1;
+    const int null_fd = daemon_mode ? ::open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
+    (void)resident_bytes();
+    if (uapi_path.empty() && !iface_name.empty()) uapi_path = std::string(wg::uapi::kSocketDir) + "/" + iface_name + ".sock";
+    wg::UniqueFd uapi_fd;
+    if (!uapi_path.empty()) {
+      std::string err;
+      uapi_fd = wg::UniqueFd(wg::uapi::listen_unix(uapi_path, err));
+      if (!uapi_fd) throw std::runtime_error(err);
+    }
+    struct RemoveOnExit {
+      std::string path;
+      ~RemoveOnExit() {
+        if (!path.empty()) ::unlink(path.c_str());
+      }
+    } uapi_file{uapi_path};
+    if (!no_sandbox) confine_files(config_path, pc, uapi_path);
 
     CheckAlive checks;  // outlives the Stack, whose executor runs the pingers
     checks.interval = std::chrono::seconds(check_alive_interval);
@@ -502,14 +556,8 @@ int main(int argc, char** argv) {
     if (auto ec = device.up())
       throw std::runtime_error(fmt::format("cannot open UDP port {}: {}", cfg.iface.listen_port.value_or(0), ec.message()));
     stack->set_route_check([&device](const wg::IpAddress& a) { return device.routable(a); });
-    if (uapi_path.empty() && !iface_name.empty()) uapi_path = std::string(wg::uapi::kSocketDir) + "/" + iface_name + ".sock";
     std::unique_ptr<wg::uapi::Server> uapi;
-    if (!uapi_path.empty()) {
-      std::string err;
-      int fd = wg::uapi::listen_unix(uapi_path, err);
-      if (fd < 0) throw std::runtime_error(err);
-      uapi = std::make_unique<wg::uapi::Server>(device, fd);
-    }
+    if (uapi_fd) uapi = std::make_unique<wg::uapi::Server>(device, uapi_fd.release());
 
     Context ctx{*stack, device, {}, socks_creds, http_creds,
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -578,14 +626,13 @@ int main(int argc, char** argv) {
     wg::log::event("wg-netstack: up, UDP port {}{}{}{}", device.listen_port(), listening,
                    health_addr.empty() ? "" : ", health on " + health_addr,
                    uapi_path.empty() ? "" : ", UAPI on " + uapi_path);
-    if (ready_fd >= 0) daemon_ready(ready_fd);
+    if (!no_sandbox)
+      programs::restrict_syscalls({}, sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
+    if (ready_fd >= 0) daemon_ready(ready_fd, null_fd);
     int sig = 0;
-    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload(device, config_path);
+    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload(device, config_path, !no_sandbox);
     wg::log::event("wg-netstack: shutting down");
-    if (uapi) {
-      uapi->stop();
-      ::unlink(uapi_path.c_str());
-    }
+    if (uapi) uapi->stop();
     // Stop accepting on the Stack's thread, then take the tunnel down.
     std::promise<void> stopped;
     asio::post(ex, [&] {

@@ -1,0 +1,267 @@
+#include "confine.hpp"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <pwd.h>
+#include <linux/landlock.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include "wg/base/fd.hpp"
+
+namespace programs {
+namespace {
+
+// Landlock's rights by the ABI that brought them (linux/landlock.h of Debian 12 stops at
+// ABI 2; the later values are the kernel's UAPI).
+constexpr uint64_t kFsAbi1 = (1ULL << 13) - 1;  // EXECUTE .. MAKE_SYM
+constexpr uint64_t kFsRefer = 1ULL << 13;       // ABI 2
+constexpr uint64_t kFsTruncate = 1ULL << 14;    // ABI 3
+constexpr uint64_t kFsIoctlDev = 1ULL << 15;    // ABI 5
+constexpr uint64_t kScopeAbstractUnix = 1ULL << 0;  // ABI 6
+constexpr uint64_t kScopeSignal = 1ULL << 1;        // ABI 6
+constexpr uint64_t kReadFile = LANDLOCK_ACCESS_FS_READ_FILE;
+constexpr uint64_t kRemoveFile = LANDLOCK_ACCESS_FS_REMOVE_FILE;
+
+// struct landlock_ruleset_attr as of ABI 6; older kernels take its prefix.
+struct RulesetAttr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net;
+  uint64_t scoped;
+};
+
+struct PathBeneath {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+} __attribute__((packed));
+
+int landlock_abi() {
+  long v = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  return v < 0 ? 0 : static_cast<int>(v);
+}
+
+int threads_running() {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// Adds a path_beneath rule; false if the path does not exist.
+bool add_rule(int ruleset, const std::string& path, uint64_t access, uint64_t handled) {
+  wg::UniqueFd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    throw std::runtime_error("sandbox: " + path + ": " + std::strerror(errno));
+  }
+  PathBeneath pb{access & handled, fd.get()};
+  if (::syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) != 0)
+    throw std::runtime_error("sandbox: Landlock rule for " + path + ": " + std::strerror(errno));
+  return true;
+}
+
+void add_glob(FileRules& rules, const char* pattern) {
+  glob_t g{};
+  if (::glob(pattern, 0, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) rules.read_files.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+}
+
+}  // namespace
+
+void add_resolver_files(FileRules& rules) {
+  for (const char* f : {"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf",
+                        "/etc/ld.so.cache"})
+    rules.read_files.emplace_back(f);
+  std::error_code ec;
+  auto target = std::filesystem::canonical("/etc/resolv.conf", ec);
+  if (!ec && target != "/etc/resolv.conf") rules.read_beneath.push_back(target.parent_path().string());
+  for (const char* p : {"/lib/*/libnss_*.so*", "/usr/lib/*/libnss_*.so*", "/lib/libnss_*.so*", "/usr/lib/libnss_*.so*"})
+    add_glob(rules, p);
+}
+
+Confinement restrict_files(const FileRules& rules) {
+  const int abi = landlock_abi();
+  if (abi <= 0)
+    return {0, "sandbox: this kernel has no Landlock (or it is turned off): files are not confined"};
+  if (int n = threads_running(); n != 1)
+    return {0, "sandbox: " + std::to_string(n) + " threads already run: files are not confined"};
+  RulesetAttr attr{kFsAbi1, 0, 0};
+  if (abi >= 2) attr.handled_access_fs |= kFsRefer;
+  if (abi >= 3) attr.handled_access_fs |= kFsTruncate;
+  if (abi >= 5) attr.handled_access_fs |= kFsIoctlDev;
+  if (abi >= 6) attr.scoped = kScopeAbstractUnix | kScopeSignal;
+  const size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
+  wg::UniqueFd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0)));
+  if (!ruleset) throw std::runtime_error(std::string("sandbox: Landlock ruleset: ") + std::strerror(errno));
+  const uint64_t handled = attr.handled_access_fs;
+  for (auto& d : rules.read_beneath) add_rule(ruleset.get(), d, kReadFile, handled);
+  for (auto& f : rules.read_files) add_rule(ruleset.get(), f, kReadFile, handled);
+  for (auto& d : rules.remove_in) add_rule(ruleset.get(), d, kRemoveFile, handled);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    throw std::runtime_error(std::string("sandbox: no_new_privs: ") + std::strerror(errno));
+  if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0)
+    throw std::runtime_error(std::string("sandbox: Landlock: ") + std::strerror(errno));
+  return {abi, "sandbox: files confined (Landlock ABI " + std::to_string(abi) + ")"};
+}
+
+SyscallDenial default_denial() {
+#ifdef WGNET_SANDBOX_KILL
+  return SyscallDenial::kill;
+#else
+  return SyscallDenial::eperm;
+#endif
+}
+
+namespace {
+
+// What every daemon needs once up: glibc and libstdc++ (memory, threads, time,
+// signals), Asio's reactor, UDP and TCP sockets (the WireGuard port, proxies, health,
+// the system resolver), the UAPI socket and its peer's credentials, and reading the
+// files Landlock still allows.
+constexpr const char* kBase[] = {
+    // memory
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mlock", "munlock", "membarrier",
+    // threads and their life
+    "clone", "clone3", "set_robust_list", "get_robust_list", "rseq", "futex", "sched_yield",
+    "sched_getaffinity", "gettid", "getpid", "exit", "exit_group", "set_tid_address",
+    // time
+    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
+    // signals (kill and tgkill below, only to this process)
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigtimedwait", "sigaltstack", "restart_syscall",
+    // descriptors and files (paths are Landlock's business)
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "close", "lseek", "fstat", "newfstatat", "statx",
+    "stat", "lstat", "fcntl", "ioctl", "openat", "open", "dup", "dup2", "dup3", "pipe2", "getdents64", "unlink",
+    "unlinkat", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getcwd", "fstatfs", "statfs",
+    // readiness
+    "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd2", "timerfd_create",
+    "timerfd_settime", "timerfd_gettime", "poll", "ppoll", "select", "pselect6",
+    // sockets
+    "socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername",
+    "setsockopt", "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+    // identity, randomness, the system
+    "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "getrandom", "uname",
+    "sysinfo", "getrusage", "prlimit64", "getpriority",
+};
+
+extern "C" void report_denied(int, siginfo_t* info, void*) {
+  char line[96];
+  int n = 0;
+  const char prefix[] = "sandbox: system call ";
+  std::memcpy(line, prefix, sizeof prefix - 1);
+  n = sizeof prefix - 1;
+  char digits[12];
+  int d = 0;
+  unsigned v = static_cast<unsigned>(info->si_syscall);
+  do digits[d++] = static_cast<char>('0' + v % 10);
+  while ((v /= 10) != 0);
+  while (d > 0) line[n++] = digits[--d];
+  const char suffix[] = " is not on the allow-list: exiting\n";
+  std::memcpy(line + n, suffix, sizeof suffix - 1);
+  n += sizeof suffix - 1;
+  (void)!::write(2, line, static_cast<size_t>(n));
+  ::_exit(159);  // 128 + SIGSYS, as if the kernel had killed it
+}
+
+struct FilterDeleter {
+  void operator()(void* ctx) const { seccomp_release(ctx); }
+};
+
+void allow(scmp_filter_ctx ctx, const char* name) {
+  const int nr = seccomp_syscall_resolve_name(name);
+  if (nr == __NR_SCMP_ERROR) return;
+  if (int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0); rc != 0)
+    throw std::runtime_error(std::string("sandbox: seccomp rule for ") + name + ": " + std::strerror(-rc));
+}
+
+}  // namespace
+
+void restrict_syscalls(std::initializer_list<const char*> extra, SyscallDenial denial) {
+  const uint32_t deny = denial == SyscallDenial::kill ? SCMP_ACT_TRAP : SCMP_ACT_ERRNO(EPERM);
+  std::unique_ptr<void, FilterDeleter> ctx(seccomp_init(deny));
+  if (!ctx) throw std::runtime_error("sandbox: seccomp_init failed");
+  auto check = [](int rc, const char* what) {
+    if (rc != 0) throw std::runtime_error(std::string("sandbox: seccomp ") + what + ": " + std::strerror(-rc));
+  };
+  check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_TSYNC, 1), "thread sync");
+  check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 1), "no_new_privs");
+  check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2), "binary tree");
+  if (denial == SyscallDenial::log) check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_LOG, 1), "logging");
+  for (const char* name : kBase) allow(ctx.get(), name);
+  for (const char* name : extra) allow(ctx.get(), name);
+  const auto self = static_cast<scmp_datum_t>(::getpid());
+  check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_EQ, self)), "kill rule");
+  check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, self)), "tgkill rule");
+  check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME)),
+        "prctl rule");
+  check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_GET_NAME)),
+        "prctl rule");
+  if (denial == SyscallDenial::kill) {
+    struct sigaction sa{};
+    sa.sa_sigaction = report_denied;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGSYS, &sa, nullptr);
+  }
+  check(seccomp_load(ctx.get()), "load");
+}
+
+namespace {
+
+[[noreturn]] void fail_step(const std::string& what) {
+  throw std::runtime_error(what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+void become_user(const std::string& name, std::initializer_list<int> keep) {
+  if (int n = threads_running(); n != 1)
+    throw std::runtime_error("--user: " + std::to_string(n) + " threads already run (capabilities are per thread)");
+  struct passwd pw{}, *found = nullptr;
+  std::vector<char> buf(16384);
+  errno = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (!found) {
+    if (errno == 0) errno = ENOENT;
+    throw std::runtime_error("--user " + name + ": no such user");
+  }
+  if (pw.pw_uid == 0) throw std::runtime_error("--user " + name + ": that is root (leave --user out to stay root)");
+  uint64_t mask = 0;
+  for (int cap : keep) mask |= 1ULL << cap;
+  // The bounding set first, while CAP_SETPCAP is still held.
+  for (int cap = 0; cap < 64; ++cap) {
+    if (mask & (1ULL << cap)) continue;
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      if (errno == EINVAL) break;  // past the kernel's last capability
+      fail_step("--user: dropping capability " + std::to_string(cap) + " from the bounding set");
+    }
+  }
+  if (::setgroups(0, nullptr) != 0) fail_step("--user: setgroups");
+  if (::setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid) != 0) fail_step("--user: setresgid");
+  if (::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) fail_step("--user: PR_SET_KEEPCAPS");
+  if (::setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid) != 0) fail_step("--user: setresuid");
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  data[0].effective = data[0].permitted = static_cast<uint32_t>(mask);
+  data[1].effective = data[1].permitted = static_cast<uint32_t>(mask >> 32);
+  if (::syscall(SYS_capset, &header, data) != 0) fail_step("--user: capset");
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) fail_step("--user: clearing ambient capabilities");
+  if (::prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) != 0) fail_step("--user: PR_SET_KEEPCAPS");
+  if (::setuid(0) == 0 || ::getuid() == 0) throw std::runtime_error("--user: root could be taken back");
+}
+
+}  // namespace programs
