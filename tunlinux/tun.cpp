@@ -893,6 +893,15 @@ bool Tun::follow_move() {
   }
   std::error_code ec;
   UniqueFd nl = link_socket_in(netns.get(), ec);
+  if (!nl && ec == std::errc::operation_not_permitted) {
+    // Entering another namespace needs CAP_SYS_ADMIN, which a process that dropped
+    // root lacks: the interface is down here until it comes back to this namespace.
+    if (up_) {
+      up_ = false;
+      emit(tun::Event::down);
+    }
+    return true;
+  }
   // Subscribed before the queries, so no change after them is missed.
   if (!nl || ::ioctl(nl.get(), SIOCGIFINDEX, &ifr) < 0) return false;
   ::close(nl_fd_);

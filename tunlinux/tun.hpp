@@ -263,7 +263,8 @@ private:
   // Our interface left the namespace of nl_fd_ (RTM_DELLINK, or gone on resync): follow
   // it to its new namespace, or report the deletion and close.
   void link_gone();
-  // Re-opens nl_fd_ in the interface's current namespace and reports its state there;
+  // Re-opens nl_fd_ in the interface's current namespace and reports its state there
+  // (without CAP_SYS_ADMIN: reports it down, and waits in this namespace for its return);
   // false when the interface was deleted.
   bool follow_move();
   void emit(tun::Event e);

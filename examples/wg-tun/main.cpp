@@ -16,11 +16,17 @@
 //
 // --health ADDR:PORT: /readyz and /metrics (programs::HealthThread, as wg-run's).
 //
+// --user NAME (or WG_TUN_USER): once the interface and the UAPI socket are open, the
+// daemon re-executes itself with them as descriptors and, before its first thread,
+// becomes NAME keeping only CAP_NET_ADMIN and CAP_NET_BIND_SERVICE. Unless --no-sandbox,
+// a system-call allow-list (programs::restrict_syscalls) holds once it is up.
+//
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
 // inherited descriptors, exactly as wireguard-go does, and exits. The --health socket
 // goes the same way (WG_HEALTH_FD); its thread starts only in the process that stays.
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
 #include <signal.h>
@@ -38,6 +44,7 @@
 #include <vector>
 
 #include "bind/linux.hpp"
+#include "confine.hpp"
 #include "health_server.hpp"
 #include "offload_switches.hpp"
 #include "tunlinux/tun.hpp"
@@ -61,15 +68,17 @@ using Disabled = std::vector<const OffloadSwitch*>;
 // A usage error: one line on stderr, exit status 1 (as wireguard-go's; wg-netstack's too).
 [[noreturn]] void usage_error(const char* argv0, const std::string& what) {
   fmt::print(stderr,
-             "wg-tun: {}; usage: {} [-f/--foreground] [--queues N] [--health ADDR:PORT] [--disable-OFFLOAD]... "
-             "INTERFACE-NAME (--help: the offloads)\n",
+             "wg-tun: {}; usage: {} [-f/--foreground] [--queues N] [--health ADDR:PORT] [--user NAME] "
+             "[--no-sandbox] [--sandbox-log] [--disable-OFFLOAD]... INTERFACE-NAME (--help: the offloads)\n",
              what, argv0);
   std::exit(1);
 }
 
 [[noreturn]] void usage(const char* argv0, int code) {
   std::FILE* out = code ? stderr : stdout;
-  fmt::print(out, "Usage: {} [-f/--foreground] [--queues N] [--health ADDR:PORT] [--disable-OFFLOAD]... INTERFACE-NAME\n",
+  fmt::print(out,
+             "Usage: {} [-f/--foreground] [--queues N] [--health ADDR:PORT] [--user NAME] [--no-sandbox] [--sandbox-log]\n"
+             "       [--disable-OFFLOAD]... INTERFACE-NAME\n",
              argv0);
   fmt::print(out, "       {} --version\n\n", argv0);
   fmt::print(out, "  -f, --foreground    stay in the foreground (without it: start in the background and return)\n");
@@ -77,6 +86,10 @@ using Disabled = std::vector<const OffloadSwitch*>;
              kMaxQueues);
   fmt::print(out, "  --health ADDR:PORT  serve /readyz (200 while a peer's handshakes succeed, else 503) and /metrics\n"
                   "                      (Prometheus text) over HTTP on this address, in wg-tun's network namespace\n");
+  fmt::print(out, "  --user NAME         once the interface is open, run as user NAME with only CAP_NET_ADMIN and\n"
+                  "                      CAP_NET_BIND_SERVICE (default: stay root, as wireguard-go does)\n");
+  fmt::print(out, "  --no-sandbox        no system-call allow-list (for debugging)\n");
+  fmt::print(out, "  --sandbox-log       the kernel logs the system calls the allow-list denies (they fail with EPERM)\n");
   fmt::print(out, "  -v, --version       print the version\n");
   fmt::print(out, "  -h, --help          print this help\n\n");
   fmt::print(out, "Each offload is on by default; its flag or its environment variable turns it off:\n");
@@ -90,6 +103,7 @@ using Disabled = std::vector<const OffloadSwitch*>;
   fmt::print(out, "  WG_HEALTH_FD=N                  serve --health on this listening TCP socket instead of binding\n"
                   "                                  ADDR:PORT (how the background process gets it)\n");
   fmt::print(out, "  WG_PROCESS_FOREGROUND=1         the same as -f\n");
+  fmt::print(out, "  WG_TUN_USER=user                the same as --user user (for wg-quick, which passes no flags)\n");
   for (const auto& f : kOffloadSwitches)
     fmt::print(out, "  {:<30}  the same as {} (set to anything but \"\" or \"0\")\n", f.env, f.flag);
   fmt::print(out, "\nSignals:\n");
@@ -119,25 +133,38 @@ wg::log::Level level_from_env() {
   return wg::log::Level::error;
 }
 
-// Re-executes this program in the background with the TUN and UAPI descriptors as 3
-// and 4 (and the --health socket, if any, as 5), then returns in the parent. The child is
-// not waited for: like wireguard-go's. The child gets the same flags (after the interface
-// name, so `wg-tun -f NAME` still starts its command line).
-int daemonize(const char* self, const std::string& iface, const Disabled& disabled, unsigned queues,
-              const std::string& health_address, int tun_fd, int uapi_fd, int health_fd) {
-  bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
-  pid_t pid = fork();
-  if (pid < 0) {
-    fmt::print(stderr, "wg-tun: fork: {}\n", std::strerror(errno));
-    return 1;
-  }
-  if (pid > 0) return 0;
-  setsid();
-  int devnull = ::open("/dev/null", O_RDWR);
-  dup2(devnull, 0);
-  if (!keep_output) {
-    dup2(devnull, 1);
-    dup2(devnull, 2);
+// The flags a re-executed wg-tun gets beyond the interface and its descriptors.
+struct Passed {
+  const Disabled& disabled;
+  unsigned queues;
+  const std::string& health_address;
+  const std::string& user;  // as WG_TUN_USER
+  const char* sandbox_flag;  // "--no-sandbox", "--sandbox-log" or nullptr
+};
+
+// Re-executes this program with the TUN and UAPI descriptors as 3 and 4 (and the --health
+// socket, if any, as 5). In the background (fork first, then return in the parent; the
+// child is not waited for, like wireguard-go's), or in place (`background` false: for
+// --user in the foreground, so that the new image drops root before its first thread).
+// The new image gets the same flags (after the interface name, so `wg-tun -f NAME` still
+// starts its command line).
+int daemonize(bool background, const std::string& iface, const Passed& passed, int tun_fd, int uapi_fd,
+              int health_fd) {
+  if (background) {
+    bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
+    pid_t pid = fork();
+    if (pid < 0) {
+      fmt::print(stderr, "wg-tun: fork: {}\n", std::strerror(errno));
+      return 1;
+    }
+    if (pid > 0) return 0;
+    setsid();
+    int devnull = ::open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    if (!keep_output) {
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+    }
   }
   // Move the descriptors to 3, 4 and 5 without clobbering each other; the copies above 10
   // close at exec (dup2 clears close-on-exec on 3, 4 and 5).
@@ -152,19 +179,22 @@ int daemonize(const char* self, const std::string& iface, const Disabled& disabl
     setenv("WG_HEALTH_FD", "5", 1);
   }
   setenv("WG_PROCESS_FOREGROUND", "1", 1);
-  const std::string queue_count = std::to_string(queues);
-  std::vector<const char*> args{self, "-f", iface.c_str()};
-  if (queues > 1) {  // the child attaches the queues beyond the inherited one
+  if (!passed.user.empty()) setenv("WG_TUN_USER", passed.user.c_str(), 1);
+  const std::string queue_count = std::to_string(passed.queues);
+  std::vector<const char*> args{program_invocation_name, "-f", iface.c_str()};
+  if (passed.queues > 1) {  // the child attaches the queues beyond the inherited one
     args.push_back("--queues");
     args.push_back(queue_count.c_str());
   }
-  if (!health_address.empty()) {  // for ps and the log; the child serves on descriptor 5
+  if (!passed.health_address.empty()) {  // for ps and the log; the child serves on descriptor 5
     args.push_back("--health");
-    args.push_back(health_address.c_str());
+    args.push_back(passed.health_address.c_str());
   }
-  for (const OffloadSwitch* f : disabled) args.push_back(f->flag);
+  if (passed.sandbox_flag) args.push_back(passed.sandbox_flag);
+  for (const OffloadSwitch* f : passed.disabled) args.push_back(f->flag);
   args.push_back(nullptr);
   execv("/proc/self/exe", const_cast<char* const*>(args.data()));
+  fmt::print(stderr, "wg-tun: re-executing /proc/self/exe: {}\n", std::strerror(errno));
   _exit(127);
 }
 
@@ -188,10 +218,10 @@ int main(int argc, char** argv) {
     const char* slash = std::strrchr(argv[0], '/');
     prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
   }
-  bool foreground = false;
+  bool foreground = false, no_sandbox = false, sandbox_log = false;
   unsigned queues = 1;
   Disabled disabled;
-  std::string iface, health_address;
+  std::string iface, health_address, user;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--version" || a == "-v") {
@@ -205,6 +235,12 @@ int main(int argc, char** argv) {
       if (std::find(disabled.begin(), disabled.end(), flag) == disabled.end()) disabled.push_back(flag);
     }
     else if (a == "-f" || a == "--foreground") foreground = true;
+    else if (a == "--no-sandbox") no_sandbox = true;
+    else if (a == "--sandbox-log") sandbox_log = true;
+    else if (a == "--user") {
+      if (i + 1 >= argc || !*argv[i + 1] || argv[i + 1][0] == '-') usage_error(argv[0], "--user takes a user name");
+      user = argv[++i];
+    }
     else if (a == "--queues") {
       const std::string v = i + 1 < argc ? argv[++i] : "";
       char* end = nullptr;
@@ -223,6 +259,8 @@ int main(int argc, char** argv) {
   if (iface.empty()) usage_error(argv[0], "no interface name");
   if (iface.size() >= IFNAMSIZ) usage_error(argv[0], "interface name too long: " + iface);
   if (const char* f = std::getenv("WG_PROCESS_FOREGROUND"); f && std::string(f) == "1") foreground = true;
+  if (const char* u = std::getenv("WG_TUN_USER"); u && *u && user.empty()) user = u;
+  if (no_sandbox && sandbox_log) usage_error(argv[0], "--no-sandbox and --sandbox-log exclude each other");
   wg::log::set_level(level_from_env());
 
   // Block the signals we wait for before any thread starts, so every thread inherits it.
@@ -253,9 +291,21 @@ int main(int argc, char** argv) {
   const tunlinux::Tun::Options& tun_opts = offloads.tun;
   const conn::LinuxBind::Options& bind_opts = offloads.bind;
 
+  const std::optional<int> inherited_tun = env_fd("WG_TUN_FD");
+  if (inherited_tun && !user.empty()) {
+    // Before the first thread: capabilities belong to a thread, and threads made later
+    // inherit them. The network stays reachable: CAP_NET_ADMIN for fwmark and the TUN,
+    // CAP_NET_BIND_SERVICE for a listen port below 1024 that `wg set` may give at any time.
+    try {
+      programs::become_user(user, {CAP_NET_ADMIN, CAP_NET_BIND_SERVICE});
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wg-tun: {}\n", e.what());
+      return 1;
+    }
+  }
   std::error_code ec;
   std::unique_ptr<tunlinux::Tun> tun;
-  if (auto fd = env_fd("WG_TUN_FD")) tun = tunlinux::Tun::from_fd(*fd, tun_opts, ec);
+  if (inherited_tun) tun = tunlinux::Tun::from_fd(*inherited_tun, tun_opts, ec);
   else tun = tunlinux::Tun::create(iface, wg::kDefaultMtu, tun_opts, ec);
   if (!tun) {
     fmt::print(stderr, "wg-tun: cannot create interface {}: {}\n", iface, ec.message());
@@ -277,9 +327,11 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (!foreground)
-    return daemonize(argv[0], name, disabled, queues, health_address, tun->fd(), uapi_fd,
-                     health ? health->native_handle() : -1);
+  if (!foreground || (!user.empty() && !inherited_tun)) {
+    const Passed passed{disabled, queues, health_address, user,
+                        no_sandbox ? "--no-sandbox" : sandbox_log ? "--sandbox-log" : nullptr};
+    return daemonize(!foreground, name, passed, tun->fd(), uapi_fd, health ? health->native_handle() : -1);
+  }
 
   conn::LinuxBind bind(bind_opts);
   wg::Device device(*tun, bind);
@@ -309,14 +361,30 @@ int main(int argc, char** argv) {
   });
   wg::uapi::Server server(device, uapi_fd);
   if (health) health->start(device);  // the signals are blocked: its thread inherits that
-  wg::log::event("wg-tun {} started on {}{}", kVersion, name,
-                 health ? "; /readyz and /metrics on " + health->local_address() : "");
+  if (!no_sandbox) {
+    try {
+      // setns: following the interface into another namespace (root only).
+      programs::restrict_syscalls({"setns"}, sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
+    } catch (const std::exception& e) {
+      wg::log::error("wg-tun: {}", e.what());
+      server.stop();
+      if (health) health->stop();
+      ::unlink(socket_path.c_str());
+      device.close();
+      return 1;
+    }
+  }
+  wg::log::event("wg-tun {} started on {}{}{}", kVersion, name,
+                 health ? "; /readyz and /metrics on " + health->local_address() : "",
+                 user.empty() ? "" : "; as user " + user);
 
   int sig = 0;
   sigwait(&sigs, &sig);
   wg::log::event("interface {}: {}, shutting down", name, sig == SIGUSR1 ? "deleted" : "signal received");
   server.stop();
   if (health) health->stop();  // before the device it reads goes
+  // As --user, the directory is root's: the socket stays, and the next `wg` or wg-tun
+  // that finds nothing answering on it removes it.
   ::unlink(socket_path.c_str());
   device.close();
   return 0;
