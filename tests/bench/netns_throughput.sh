@@ -11,12 +11,14 @@
 #   └──────────────────────────────┘          └──────────────────────────────┘
 #
 # Usage: netns_throughput.sh BIN_DIR [--reps N] [--seconds S] [--old OLD_BIN_DIR]
-#                             [--queues N] [--only CONFIG,...]
+#                             [--queues N] [--variant ARGS] [--only CONFIG,...]
 #   --old: also an earlier build's wg-tun (configuration wg-tun-old), interleaved with
 #   this one in every repetition: a before/after comparison in one run.
 #   --queues: also this build with --queues N on both sides (configuration wg-tun-q),
 #   interleaved the same way and compared with wg-tun.
-#   --only: run only these of veth, wg-tun, wireguard-go, wg-tun-old, wg-tun-q.
+#   --variant: also this build with ARGS on both sides (configuration wg-tun-v, e.g.
+#   --no-sandbox), interleaved the same way and compared with wg-tun.
+#   --only: run only these of veth, wg-tun, wireguard-go, wg-tun-old, wg-tun-q, wg-tun-v.
 # Per repetition and configuration (fresh namespaces and daemons each time; the
 # order of configurations rotates per repetition so none always runs first):
 #   iperf3 TCP -P 1 (daemon CPU sampled from /proc/PID/stat), TCP -P 4,
@@ -24,7 +26,10 @@
 #   daemon's peak resident memory (VmHWM) over the four.
 # Every iperf3/ping run has a time limit and an outer timeout.
 set -u
-usage() { echo "usage: $0 BIN_DIR [--reps N] [--seconds S] [--old OLD_BIN_DIR] [--queues N] [--only CONFIG,...]" >&2; exit 2; }
+usage() {
+  echo "usage: $0 BIN_DIR [--reps N] [--seconds S] [--old OLD_BIN_DIR] [--queues N] [--variant ARGS] [--only CONFIG,...]" >&2
+  exit 2
+}
 [ $# -ge 1 ] || usage
 BIN_SRC=$(cd "$1" 2>/dev/null && pwd) || { echo "no such BIN_DIR: $1" >&2; exit 2; }
 shift
@@ -33,6 +38,7 @@ SECS=5
 OLD_SRC=
 ONLY=
 QUEUES=
+VARIANT=
 while [ $# -gt 0 ]; do
   case $1 in
     --reps) REPS=${2:-}; shift 2 || usage ;;
@@ -40,6 +46,7 @@ while [ $# -gt 0 ]; do
     --old) OLD_SRC=${2:-}; shift 2 || usage ;;
     --only) ONLY=${2:-}; shift 2 || usage ;;
     --queues) QUEUES=${2:-}; shift 2 || usage ;;
+    --variant) VARIANT=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
@@ -54,6 +61,7 @@ fi
 CONFIGS=(veth wg-tun wireguard-go)
 [ -n "$OLD_SRC" ] && CONFIGS+=(wg-tun-old)
 [ -n "$QUEUES" ] && CONFIGS+=(wg-tun-q)
+[ -n "$VARIANT" ] && CONFIGS+=(wg-tun-v)
 if [ -n "$ONLY" ]; then
   IFS=, read -r -a CONFIGS <<<"$ONLY"
   for c in "${CONFIGS[@]}"; do
@@ -61,6 +69,7 @@ if [ -n "$ONLY" ]; then
       veth | wg-tun | wireguard-go) ;;
       wg-tun-old) [ -n "$OLD_SRC" ] || { echo "--only wg-tun-old needs --old" >&2; exit 2; } ;;
       wg-tun-q) [ -n "$QUEUES" ] || { echo "--only wg-tun-q needs --queues" >&2; exit 2; } ;;
+      wg-tun-v) [ -n "$VARIANT" ] || { echo "--only wg-tun-v needs --variant" >&2; exit 2; } ;;
       *) echo "--only: unknown configuration $c" >&2; exit 2 ;;
     esac
   done
@@ -221,6 +230,9 @@ run_config() { # CONFIG
     if [ "$cfg" = wg-tun-q ]; then
       ARGS_A="--queues $QUEUES" ARGS_B="--queues $QUEUES" setup_pair wg-tun wg-tun ||
         { log "$cfg: setup failed"; teardown_pair; return; }
+    elif [ "$cfg" = wg-tun-v ]; then
+      ARGS_A="$VARIANT" ARGS_B="$VARIANT" setup_pair wg-tun wg-tun ||
+        { log "$cfg: setup failed"; teardown_pair; return; }
     else
       setup_pair "$cfg" "$cfg" || { log "$cfg: setup failed"; teardown_pair; return; }
     fi
@@ -248,18 +260,18 @@ python3 - "$RESULTS" "$START" "$REPS" "$SECS" "$TUN_MTU" \
   "$(uname -r)" "$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)" "$(nproc)" \
   "$(sha256sum "$WGNET_BIN/wg-tun" | cut -c1-12)" "$BUILT" \
   "$(dpkg-query -W -f '${Version}' wireguard-go 2>/dev/null || echo '?')" \
-  "$(iperf3 --version | head -1 | awk '{print $2}')" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" "$OLD_SHA" "$QUEUES" <<'PY'
+  "$(iperf3 --version | head -1 | awk '{print $2}')" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" "$OLD_SHA" "$QUEUES" "$VARIANT" <<'PY'
 import statistics, sys
 from collections import defaultdict
 (path, start, reps, secs, mtu, kernel, cpu, nproc, sha, built, wggo, iperfv,
- load0, load1, old_sha, queues) = sys.argv[1:17]
+ load0, load1, old_sha, queues, variant) = sys.argv[1:18]
 vals = defaultdict(list)
 for line in open(path):
     cfg, metric, v = line.rstrip("\n").split("\t")
     vals[(cfg, metric)].append(float(v))
 ran = {c for c, _ in vals}  # before the derived values below add empty entries
 # Derived per repetition: daemons' CPU (both sides) per Gbit/s of single-stream TCP.
-for cfg in ("wg-tun", "wireguard-go", "wg-tun-old", "wg-tun-q"):
+for cfg in ("wg-tun", "wireguard-go", "wg-tun-old", "wg-tun-q", "wg-tun-v"):
     t, a, b = vals[(cfg, "tcp1")], vals[(cfg, "cpu_tx")], vals[(cfg, "cpu_rx")]
     if len(t) == len(a) == len(b):
         vals[(cfg, "cpu_per_gbps")] = [(x + y) / g for x, y, g in zip(a, b, t) if g > 0]
@@ -319,10 +331,12 @@ if "wg-tun-old" in ran:
     versus("wg-tun-old", f"before/after: wg-tun-old sha256 {old_sha}…, interleaved with wg-tun in every repetition")
 if "wg-tun-q" in ran:
     versus("wg-tun-q", f"wg-tun-q: this wg-tun with --queues {queues} on both sides, interleaved with wg-tun in every repetition")
+if "wg-tun-v" in ran:
+    versus("wg-tun-v", f"wg-tun-v: this wg-tun with `{variant}` on both sides, interleaved with wg-tun in every repetition")
 print("per repetition (in run order):")
 for metric, label, kind, fmt in rows:
     parts = []
-    for c in ("veth", "wg-tun", "wireguard-go", "wg-tun-old", "wg-tun-q"):
+    for c in ("veth", "wg-tun", "wireguard-go", "wg-tun-old", "wg-tun-q", "wg-tun-v"):
         v = vals.get((c, metric))
         if v:
             parts.append(f"{c} " + " ".join(fmt % x for x in v))

@@ -16,25 +16,37 @@
 #   │ veth 198.18.0.1/24                         │ <──> │ veth 198.18.0.2/24           │
 #   └────────────────────────────────────────────┘      └──────────────────────────────┘
 #
-# Usage: wg_run_bench.sh BIN_DIR [--reps N] [--seconds S]
+# Usage: wg_run_bench.sh BIN_DIR [--reps N] [--seconds S] [--netstack-variant ARGS]
+#                         [--only CONFIG,...]
+#   --netstack-variant: also this wg-netstack with ARGS added (configuration
+#   wg-netstack-v, e.g. --no-sandbox), interleaved in every repetition and compared.
+#   --only: run only these of wg-tun, wg-run, wg-netstack, wg-netstack-v.
 # Per repetition and configuration (fresh namespaces and daemons each time; the order
 # rotates per repetition so none always runs first):
 #   TCP ×1 up and down with iperf3 (wg-tun, wg-run; CPU of the A-side WireGuard process
 #   sampled over the upload), TCP ×1 up with loss_tool.py (all three: plain connect, or
-#   through the SOCKS5 proxy; bytes counted at the receiver), ping -c 50 -i 0.01 median
+#   through the SOCKS5 proxy; bytes counted at the receiver; CPU of the A-side process
+#   sampled), TCP ×1 down through SOCKS5 (wg-netstack, counted at the client), ping -c 50 -i 0.01 median
 #   RTT (wg-tun, wg-run). Every run has a time limit and an outer timeout. /dev/net/tun is
 #   made 0666 for the run (as Debian ships it) and its mode restored.
 set -u
-usage() { echo "usage: $0 BIN_DIR [--reps N] [--seconds S]" >&2; exit 2; }
+usage() {
+  echo "usage: $0 BIN_DIR [--reps N] [--seconds S] [--netstack-variant ARGS] [--only CONFIG,...]" >&2
+  exit 2
+}
 [ $# -ge 1 ] || usage
 BIN_SRC=$(cd "$1" 2>/dev/null && pwd) || { echo "no such BIN_DIR: $1" >&2; exit 2; }
 shift
 REPS=3
 SECS=5
+NS_VARIANT=
+ONLY=
 while [ $# -gt 0 ]; do
   case $1 in
     --reps) REPS=${2:-}; shift 2 || usage ;;
     --seconds) SECS=${2:-}; shift 2 || usage ;;
+    --netstack-variant) NS_VARIANT=${2:-}; shift 2 || usage ;;
+    --only) ONLY=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
@@ -81,6 +93,17 @@ RESULTS="$TMP/results.tsv"
 : >"$RESULTS"
 CLK_TCK=$(getconf CLK_TCK)
 CONFIGS=(wg-tun wg-run wg-netstack)
+[ -n "$NS_VARIANT" ] && CONFIGS+=(wg-netstack-v)
+if [ -n "$ONLY" ]; then
+  IFS=, read -r -a CONFIGS <<<"$ONLY"
+  for c in "${CONFIGS[@]}"; do
+    case $c in
+      wg-tun | wg-run | wg-netstack) ;;
+      wg-netstack-v) [ -n "$NS_VARIANT" ] || { echo "--only wg-netstack-v needs --netstack-variant" >&2; exit 2; } ;;
+      *) echo "--only: unknown configuration $c" >&2; exit 2 ;;
+    esac
+  done
+fi
 
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
@@ -154,10 +177,13 @@ setup() { # CONFIG
       RUN_IN_A=(setpriv --reuid=nobody --regid=nogroup --clear-groups nsenter -t "$inner" -U -n -m
                 --preserve-credentials)
       ;;
-    wg-netstack)
+    wg-netstack | wg-netstack-v)
+      local ns_args=()
+      # shellcheck disable=SC2206  # ARGS are words
+      [ "$cfg" = wg-netstack-v ] && ns_args=($NS_VARIANT)
       ip netns exec "$NS_A" setpriv --reuid=nobody --regid=nogroup --clear-groups \
         "$WGNET_BIN/wg-netstack" -c "$TMP/user/wg0.conf" --socks5 127.0.0.1:1080 --log-level error \
-        >"$TMP/wg-netstack.log" 2>&1 &
+        "${ns_args[@]}" >"$TMP/wg-netstack.log" 2>&1 &
       A_PID=$!
       PIDS+=("$A_PID")
       wait_listen "$NS_A" 127.0.0.1:1080 || return 1
@@ -207,15 +233,18 @@ print("%.6f" % (d["end"]["sum_received"]["bits_per_second"] / 1e9))') ||
 }
 
 # upload CONFIG: loss_tool.py, one stream A → B, counted at the sink; through the SOCKS5
-# proxy for wg-netstack.
+# proxy for wg-netstack; the A-side process's CPU over the run.
 upload() {
   local cfg=$1 port=47001
   start_server "$PY" "$TOOL" sink "$port" --bind 198.19.0.2 --max-seconds $((SECS + 30))
   wait_listen "$NS_B" "198.19.0.2:$port" || { stop_server; return 1; }
   local client=(upload "198.19.0.2:$port")
   local SOCKS_NOTE=""
-  [ "$cfg" = wg-netstack ] && client=(socks-upload 127.0.0.1:1080 "198.19.0.2:$port") SOCKS_NOTE=", through SOCKS5"
+  is_netstack "$cfg" && client=(socks-upload 127.0.0.1:1080 "198.19.0.2:$port") SOCKS_NOTE=", through SOCKS5"
+  local c0 c1 t0 t1
+  c0=$(cpu_ticks "$A_PID"); t0=$(date +%s%N)
   timeout -k 2 $((SECS + 30)) "${RUN_IN_A[@]}" "$PY" "$TOOL" "${client[@]}" "$SECS" 1 >"$TMP/client.json" 2>"$TMP/client.err"
+  c1=$(cpu_ticks "$A_PID"); t1=$(date +%s%N)
   stop_server
   local gbps
   gbps=$("$PY" -c '
@@ -224,8 +253,32 @@ d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print("%.6f" % d["gbps"])' "$TMP/server.out" 2>/dev/null) ||
     { log "$cfg upload: failed: $(tail -c 300 "$TMP/client.err") $(tail -c 300 "$TMP/server.err")"; return 1; }
   record "$cfg" py_up "$gbps"
-  log "$cfg upload (loss_tool.py${SOCKS_NOTE:-}): $gbps Gbit/s"
+  local cpu
+  cpu=$("$PY" -c "print('%.0f' % (100.0 * ($c1 - $c0) / $CLK_TCK / (($t1 - $t0) / 1e9)))")
+  record "$cfg" cpu_up "$cpu"
+  log "$cfg upload (loss_tool.py${SOCKS_NOTE:-}): $gbps Gbit/s, A-side process $cpu % of a core"
 }
+
+# download CONFIG: loss_tool.py, one stream B → A through the SOCKS5 proxy, counted at
+# the client in A.
+download() {
+  local cfg=$1 port=47002
+  start_server "$PY" "$TOOL" source "$port" --bind 198.19.0.2 --max-seconds $((SECS + 30))
+  wait_listen "$NS_B" "198.19.0.2:$port" || { stop_server; return 1; }
+  timeout -k 2 $((SECS + 30)) "${RUN_IN_A[@]}" "$PY" "$TOOL" socks-download 127.0.0.1:1080 "198.19.0.2:$port" \
+    "$SECS" 1 >"$TMP/client.json" 2>"$TMP/client.err"
+  stop_server
+  local gbps
+  gbps=$("$PY" -c '
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("%.6f" % d["gbps"])' "$TMP/client.json" 2>/dev/null) ||
+    { log "$cfg download: failed: $(tail -c 300 "$TMP/client.err") $(tail -c 300 "$TMP/server.err")"; return 1; }
+  record "$cfg" py_down "$gbps"
+  log "$cfg download (loss_tool.py, through SOCKS5): $gbps Gbit/s"
+}
+
+is_netstack() { [ "$1" = wg-netstack ] || [ "$1" = wg-netstack-v ]; }
 
 ping_rtt() { # CONFIG
   local cfg=$1 out us
@@ -245,7 +298,7 @@ run_config() { # CONFIG
   if ! setup "$cfg"; then
     log "$cfg: setup failed"; tail -5 "$TMP"/*.log 2>/dev/null; teardown_pair; return
   fi
-  if [ "$cfg" != wg-netstack ]; then
+  if ! is_netstack "$cfg"; then
     local i ok=0
     for i in $(seq 10); do
       timeout 5 "${RUN_IN_A[@]}" ping -c 1 -W 1 198.19.0.2 >/dev/null 2>&1 && { ok=1; break; }
@@ -258,7 +311,12 @@ run_config() { # CONFIG
   fi
   upload "$cfg"
   sleep 1
-  [ "$cfg" != wg-netstack ] && ping_rtt "$cfg"
+  if is_netstack "$cfg"; then
+    download "$cfg"
+    sleep 1
+  else
+    ping_rtt "$cfg"
+  fi
   teardown_pair
   sleep 1
 }
@@ -275,10 +333,11 @@ done
 
 echo
 "$PY" - "$RESULTS" "$START" "$REPS" "$SECS" "$(uname -r)" "$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
-  "$(nproc)" "$(sha256sum "$WGNET_BIN/wg-run" | cut -c1-12)" "$BUILT" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+  "$(nproc)" "$(sha256sum "$WGNET_BIN/wg-run" | cut -c1-12)" "$BUILT" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+  "$NS_VARIANT" <<'PY'
 import statistics, sys
 from collections import defaultdict
-path, start, reps, secs, kernel, cpu, nproc, sha, built, load0, load1 = sys.argv[1:12]
+path, start, reps, secs, kernel, cpu, nproc, sha, built, load0, load1, variant = sys.argv[1:13]
 vals = defaultdict(list)
 for line in open(path):
     cfg, metric, v = line.rstrip("\n").split("\t")
@@ -296,9 +355,16 @@ rows = [
     ("tcp1", "TCP ×1 up, iperf3 (Gbit/s)", "%.3f"),
     ("tcp1_down", "TCP ×1 down, iperf3 -R (Gbit/s)", "%.3f"),
     ("py_up", "TCP ×1 up, loss_tool.py; wg-netstack via SOCKS5 (Gbit/s)", "%.3f"),
+    ("py_down", "TCP ×1 down, loss_tool.py via SOCKS5 (Gbit/s)", "%.3f"),
     ("rtt_us", "ping RTT, median (µs)", "%.0f"),
     ("cpu_a", "CPU of A's WireGuard process during TCP ×1 up (% of a core)", "%.0f"),
+    ("cpu_up", "CPU of A's WireGuard process during loss_tool.py up (% of a core)", "%.0f"),
+    ("cpu_per_gbps", "same, per Gbit/s (% of a core)", "%.0f"),
 ]
+for c in ("wg-run", "wg-tun", "wg-netstack", "wg-netstack-v"):
+    t, u = vals.get((c, "py_up"), []), vals.get((c, "cpu_up"), [])
+    if t and len(t) == len(u):
+        vals[(c, "cpu_per_gbps")] = [x / g for x, g in zip(u, t) if g > 0]
 print("| metric | wg-run (nobody) | wg-tun (root) | wg-netstack SOCKS5 (nobody) | wg-run / wg-tun | wg-run / wg-netstack |")
 print("|---|---:|---:|---:|---:|---:|")
 for metric, label, fmt in rows:
@@ -307,12 +373,25 @@ for metric, label, fmt in rows:
     rn = "%.2f×" % (r / n) if r is not None and n else "—"
     print(f"| {label} | {cell(r, fmt)} | {cell(t, fmt)} | {cell(n, fmt)} | {rt} | {rn} |")
 print()
+if vals.get(("wg-netstack-v", "py_up")):
+    print(f"wg-netstack-v: this wg-netstack with `{variant}`, interleaved with wg-netstack in every repetition")
+    print()
+    print(f"| metric | wg-netstack | wg-netstack-v | wg-netstack / wg-netstack-v |")
+    print("|---|---:|---:|---:|")
+    for metric, label, fmt in rows:
+        n, v = med("wg-netstack", metric), med("wg-netstack-v", metric)
+        if n is None and v is None:
+            continue
+        r = "%.3f×" % (n / v) if n is not None and v else "—"
+        print(f"| {label} | {cell(n, fmt)} | {cell(v, fmt)} | {r} |")
+    print()
 print("per repetition (in run order):")
 for metric, label, fmt in rows:
     parts = []
-    for c in ("wg-run", "wg-tun", "wg-netstack"):
+    for c in ("wg-run", "wg-tun", "wg-netstack", "wg-netstack-v"):
         v = vals.get((c, metric))
         if v:
             parts.append(f"{c} " + " ".join(fmt % x for x in v))
-    print(f"  {metric}: " + "; ".join(parts))
+    if parts:
+        print(f"  {metric}: " + "; ".join(parts))
 PY
