@@ -156,6 +156,10 @@ bool Device::keep_reading_after(const std::error_code& ec, unsigned& failures, c
   if (failures > 1) {
     // 1 ms, 2 ms, ... up to kErrorBackoffMax, in slices so that close() is not held up.
     auto wait = std::min(std::chrono::milliseconds(int64_t{1} << std::min(failures - 2, 16u)), kErrorBackoffMax);
+    if (options_.error_backoff) {
+      options_.error_backoff(wait);
+      return !closing_;
+    }
     const auto until = std::chrono::steady_clock::now() + wait;
     while (!closing_ && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(),
@@ -558,8 +562,8 @@ void Device::timer_loop() {
       if (a.send_initiation) send_initiation(*p, a.retry);
       if (a.send_keepalive) send_keepalive(*p);
     }
-    // What was scanned and not kept (removed peers among them) goes now, before the
-    // sleep, without the lock: it used to live on in `scan` until the next round.
+    // What was scanned and not kept (removed peers among them) is released here, before
+    // the sleep and without the lock.
     scan.clear();
     lock.lock();
     timer_peers_.insert(timer_peers_.end(), std::make_move_iterator(keep.begin()), std::make_move_iterator(keep.end()));

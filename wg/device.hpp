@@ -85,6 +85,9 @@ struct DeviceOptions {
   // a moved `clock` moves this one with it, so that handshakes far apart in device time
   // carry timestamps as far apart.
   std::function<std::chrono::system_clock::time_point()> wall_clock;
+  // Called on a reading thread to wait between failing reads. Empty: a sleep that ends
+  // when the device closes.
+  std::function<void(std::chrono::milliseconds wait)> error_backoff;
 };
 
 struct DeviceStats {

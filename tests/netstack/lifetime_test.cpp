@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../support/eventually.hpp"
 #include "netstack/stack.hpp"
 
 namespace {
@@ -43,13 +44,12 @@ struct Program {
   }
   // Waits (up to 10 s) until n results have come; returns them.
   std::vector<std::pair<std::string, error_code>> wait_for(size_t n) {
-    for (auto until = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < until;) {
-      {
-        std::lock_guard lock(mu);
-        if (results.size() >= n) return results;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
+    wgtest::eventually(
+        [&] {
+          std::lock_guard lock(mu);
+          return results.size() >= n;
+        },
+        10s, 10ms);
     std::lock_guard lock(mu);
     return results;
   }
@@ -119,7 +119,9 @@ TEST_CASE("netstack lifetime: destroying the Stack with operations pending abort
   st->async_ping(ip("198.19.0.5"), 30000ms, prog.note("ping"));
   st->async_resolve("name.test", prog.note("resolve"));
   st->async_dial_tcp("name.test", 80, prog.note("dial by name"));
-  std::this_thread::sleep_for(100ms);  // (they are pending either way; this lets the lookups start)
+  // Pending either way; destroyed once each has sent its first packet (the SYN, the echo
+  // request, each lookup's first query), so that the lookups are under way.
+  REQUIRE(wgtest::eventually([&] { return st->counters().packets_out >= 4; }));
   {
     std::lock_guard lock(prog.mu);
     REQUIRE(prog.results.empty());

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/eventually.hpp"
 #include "netstack/stack.hpp"
 #include "tunnel_pair.hpp"
 
@@ -172,9 +173,7 @@ TEST_CASE("netstack multi: what a Stack answers without a socket leaves through 
       REQUIRE(!ec);
       c.async_send_to(asio::buffer(std::string("anyone?")), {to, 9}, asio::use_future).get();
     });
-    for (auto until = std::chrono::steady_clock::now() + 5s;
-         t1.y.tap->icmp_errors == before1 && std::chrono::steady_clock::now() < until;)
-      std::this_thread::sleep_for(5ms);
+    wgtest::eventually([&] { return t1.y.tap->icmp_errors != before1; });
     CHECK(t1.y.tap->icmp_errors == before1 + 1);
     CHECK(t2.y.tap->icmp_errors == before2);
   }

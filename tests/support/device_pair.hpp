@@ -1,6 +1,7 @@
 // Two wg::Devices over the in-memory Bind and TUN, configured as each other's peer:
 // a (198.19.0.1) knows b's endpoint, b (198.19.0.2) learns a's from the handshake.
-// Shared by the device tests (tests/unit/device_test.cpp, device_clock_test.cpp).
+// Shared by the tests of a Device in memory (tests/unit/device_test.cpp,
+// device_clock_test.cpp, key_zeroing_test.cpp, uapi_test.cpp).
 #pragma once
 
 #include <catch2/catch.hpp>

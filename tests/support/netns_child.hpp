@@ -1,7 +1,7 @@
 // A test body run in a forked child inside a new network namespace (root): the kernel
 // TUN tests use it so that each case has its own interfaces and routes. The child
-// reports a failure as text through a pipe; an alarm bounds it. Shared by
-// tests/unit/tunlinux_test.cpp and tunlinux_offload_test.cpp.
+// reports a failure as text through a pipe; an alarm bounds it. Shared by the [root]
+// tests of tests/unit/ (the kernel TUN, the core over it, the Linux Bind).
 #pragma once
 
 #include <catch2/catch.hpp>

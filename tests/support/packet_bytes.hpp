@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace wgtest {
 
@@ -27,6 +29,18 @@ inline uint16_t naive_checksum(const uint8_t* p, size_t n, uint32_t initial = 0)
   if (n % 2) sum += static_cast<uint32_t>(p[n - 1] << 8);
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
   return static_cast<uint16_t>(sum);
+}
+
+// The TCP/UDP checksum of an IPv4 packet over its pseudo-header, recomputed naively:
+// 0xffff when valid.
+inline uint16_t l4_verify(const uint8_t* ip, size_t len) {
+  const size_t ihl = (ip[0] & 0xf) * 4u;
+  std::vector<uint8_t> pseudo(12 + len - ihl);
+  std::memcpy(pseudo.data(), ip + 12, 8);
+  pseudo[9] = ip[9];
+  put16(&pseudo[10], static_cast<uint16_t>(len - ihl));
+  std::memcpy(pseudo.data() + 12, ip + ihl, len - ihl);
+  return naive_checksum(pseudo.data(), pseudo.size());
 }
 
 }  // namespace wgtest

@@ -33,6 +33,7 @@
 #include "bind/linux.hpp"
 #include "offload_switches.hpp"
 #include "skip.hpp"
+#include "../support/eventually.hpp"
 #include "../support/netns_child.hpp"
 
 using conn::Endpoint;
@@ -315,8 +316,7 @@ TEST_CASE("bind linux: several sockets per family share the port and spread send
       for (int k = 0; k < kEach; ++k) d.push_back({static_cast<uint8_t>(i), static_cast<uint8_t>(k)});
       send_batch(*senders[i], d, to);
     }
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (total < kSenders * kEach && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    wgtest::eventually([&] { return total >= kSenders * kEach; }, 10s, 1ms);
     std::this_thread::sleep_for(20ms);  // a duplicate, if any, would arrive now
     b.close();
     std::map<int, std::set<size_t>> receiver_of;  // sender -> receivers that got its datagrams

@@ -16,6 +16,7 @@
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
 #include "../support/device_pair.hpp"
+#include "../support/eventually.hpp"
 
 using namespace wg;
 using namespace std::chrono_literals;
@@ -58,17 +59,8 @@ struct Wire {
 
 constexpr size_t kKeepaliveSize = 32;  // header 16 + tag 16
 
+using wgtest::eventually;
 using wgtest::ip4_packet;  // (src, dst, sequence number)
-
-// Waits (bounded, real time) for a condition that what was just sent makes true.
-template <class F>
-bool eventually(F f) {
-  for (int i = 0; i < 500; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return f();
-}
 
 // The pair on a clock of its own, every datagram seen by the Wire.
 struct Pair {

@@ -60,7 +60,7 @@ TEST_CASE("http request: refusals of method, target and credentials", "[http]") 
         http::status::proxy_authentication_required);
 }
 
-// Found by http_proxy_fuzz (2026-12-03): a target exactly as long as "http://" or
+// Found by http_proxy_fuzz: a target exactly as long as "http://" or
 // "https://" that differs from it in case was compared with Boost 1.81's beast::iequals,
 // which then reads one byte past the end of the target (heap-buffer-overflow under ASan).
 TEST_CASE("http request: a bare scheme in any case is refused, read within its bytes", "[http]") {

@@ -27,6 +27,7 @@
 #include "wg/device.hpp"
 #include "wg/transport_aead.hpp"
 #include "../support/device_pair.hpp"
+#include "../support/eventually.hpp"
 #include "skip.hpp"
 
 namespace wg {
@@ -249,14 +250,7 @@ struct FakeClock {
   Clock::duration elapsed() const { return Clock::duration(offset.load()); }
 };
 
-template <class F>
-bool eventually(F f) {
-  for (int i = 0; i < 500; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return f();
-}
+using wgtest::eventually;
 
 // Two devices on one fake clock with three crypto workers each; every batch of more than
 // one packet goes to a worker, single packets are sealed and opened by the reading threads.

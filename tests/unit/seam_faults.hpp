@@ -6,9 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <mutex>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "bind/bind.hpp"
@@ -57,6 +60,37 @@ private:
   std::mutex mu_;
   std::deque<int> script_;
   std::atomic<int> persistent_{0};
+};
+
+// The waits a Device asks for between reads that go on failing (DeviceOptions::
+// error_backoff), in order, by reading thread. It sleeps 1 ms for each instead: a test
+// checks the backoff by the waits asked for, which load cannot change, and a reader that
+// fails every call still does not take a core.
+class BackoffLog {
+public:
+  std::function<void(std::chrono::milliseconds)> hook() {
+    return [this](std::chrono::milliseconds wait) {
+      {
+        std::lock_guard lock(mu_);
+        auto& waits = waits_[std::this_thread::get_id()];
+        if (waits.size() < kKept) waits.push_back(wait.count());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+  }
+  // In milliseconds, the first kKept waits of the thread that asked for the most.
+  std::vector<int64_t> longest() {
+    std::lock_guard lock(mu_);
+    std::vector<int64_t> out;
+    for (auto& [id, waits] : waits_)
+      if (waits.size() > out.size()) out = waits;
+    return out;
+  }
+
+private:
+  static constexpr size_t kKept = 64;
+  std::mutex mu_;
+  std::map<std::thread::id, std::vector<int64_t>> waits_;
 };
 
 inline std::error_code sys(int e) { return {e, std::system_category()}; }

@@ -13,16 +13,19 @@
 #include <mutex>
 #include <thread>
 
+#include "../support/eventually.hpp"
 #include "bind/linux.hpp"
 #include "seam_faults.hpp"
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
 
 using namespace wg;
+using wgnet_test::BackoffLog;
 using wgnet_test::FaultPlan;
 using wgnet_test::FaultyBind;
 using wgnet_test::FaultyTun;
 using namespace std::chrono_literals;
+using wgtest::eventually;
 
 namespace {
 
@@ -45,12 +48,19 @@ uint64_t seq_of(const std::vector<uint8_t>& p) {
   return s;
 }
 
+DeviceOptions noting(BackoffLog& log) {
+  DeviceOptions o;
+  o.error_backoff = log.hook();
+  return o;
+}
+
 struct Link {
   tun::MemoryDevice mem_a, mem_b;
   FaultyTun tun_a{mem_a};
   conn::LinuxBind linux_a{conn::LinuxBind::Options{}}, linux_b{conn::LinuxBind::Options{}};
   FaultyBind bind_a{linux_a};
-  Device a{tun_a, bind_a}, b{mem_b, linux_b};
+  BackoffLog backoffs;  // A's waits between failing reads and receives
+  Device a{tun_a, bind_a, noting(backoffs)}, b{mem_b, linux_b};
 
   Link() {
     PrivateKey ka = crypto::generate_private_key(), kb = crypto::generate_private_key();
@@ -90,27 +100,30 @@ uint64_t pass(tun::MemoryDevice& from, tun::MemoryDevice& to, uint8_t src, uint8
 
 // Waits until plan's script is used up (the faults were really met), up to 5 s.
 bool consumed(FaultPlan& plan) {
-  for (int i = 0; i < 500 && !plan.script_done(); ++i) std::this_thread::sleep_for(10ms);
-  return plan.script_done();
+  return eventually([&] { return plan.script_done(); }, 5s, 10ms);
 }
 
-// A read (or receive) that fails every call with EIO for 500 ms: counted, it must be
-// met (at least once) and backed off (1 ms doubling to 250 ms: a few calls; spinning made
-// millions), then cleared. A reader already waiting in the real read returns with the
-// packet sent here and then meets the fault; one that had not got there yet (seen under
-// ASan) meets it at once, and the packet waits. Either way the faults begin within a
-// moment; the packet is taken afterwards, wherever it waited.
-void persistent_fault(FaultPlan& faults, tun::MemoryDevice& from, tun::MemoryDevice& to, uint8_t src, uint8_t dst) {
+// A read (or receive) that fails every call with EIO: it must be met (at least once)
+// and backed off as Device::keep_reading_after promises, each wait after the first
+// failure doubling from 1 ms to 250 ms (the waits asked for, noted by `backoffs`, not a
+// count of calls in a time, which load changes; spinning asked for none), then cleared.
+// A reader already waiting in the real read returns with the packet sent here and then
+// meets the fault; one that had not got there yet (seen under ASan) meets it at once, and
+// the packet waits. Either way the faults begin within a moment; the packet is taken
+// afterwards, wherever it waited.
+void persistent_fault(FaultPlan& faults, BackoffLog& backoffs, tun::MemoryDevice& from, tun::MemoryDevice& to,
+                      uint8_t src, uint8_t dst) {
   const uint64_t before = faults.calls;
   faults.set_persistent(EIO);
   from.inject(packet(src, dst, 0));
-  for (int i = 0; i < 500 && faults.calls - before < 1; ++i) std::this_thread::sleep_for(10ms);
-  const uint64_t start = faults.calls;
-  std::this_thread::sleep_for(500ms);
-  const uint64_t calls = faults.calls - start;
-  INFO(calls << " calls in 500 ms");
+  const std::vector<int64_t> doubling = {1, 2, 4, 8, 16, 32, 64, 128, 250, 250};
+  std::vector<int64_t> waits;
+  CHECK(eventually([&] { return (waits = backoffs.longest()).size() >= doubling.size(); }));
+  const uint64_t calls = faults.calls - before;
+  INFO(calls << " calls");
   CHECK(calls >= 1);
-  CHECK(calls <= 30);
+  waits.resize(doubling.size());
+  CHECK(waits == doubling);
   faults.set_persistent(0);
   to.take(2s);
 }
@@ -147,7 +160,7 @@ TEST_CASE("seams: ENOBUFS and EAGAIN from the Bind's send drop those batches onl
 
 TEST_CASE("seams: a Bind receive that fails every call is not spun on, and traffic resumes", "[seams]") {
   Link l;
-  persistent_fault(l.bind_a.receive_faults, l.mem_b, l.mem_a, 2, 1);
+  persistent_fault(l.bind_a.receive_faults, l.backoffs, l.mem_b, l.mem_a, 2, 1);
   CHECK(pass(l.mem_b, l.mem_a, 2, 1, 1, 500) == 500);
 }
 
@@ -159,7 +172,7 @@ TEST_CASE("seams: TUN read faults, transient and persistent", "[seams]") {
     CHECK(consumed(l.tun_a.read_faults));
   }
   SECTION("a read that fails every call is not spun on, and traffic resumes") {
-    persistent_fault(l.tun_a.read_faults, l.mem_a, l.mem_b, 1, 2);
+    persistent_fault(l.tun_a.read_faults, l.backoffs, l.mem_a, l.mem_b, 1, 2);
     CHECK(pass(l.mem_a, l.mem_b, 1, 2, 1, 500) == 500);
   }
 }

@@ -53,6 +53,7 @@ using wgtest::be16;
 using wgtest::be32;
 using wgtest::put16;
 using wgtest::put32;
+using wgtest::l4_verify;
 using wgtest::naive_checksum;
 
 using namespace std::chrono_literals;
@@ -355,18 +356,60 @@ std::vector<Bytes> tcp_flow(size_t n, size_t mss, Ip ip = {}, Tcp t = {}) {
 
 }  // namespace
 
-// ================================================================ checksum
+// ================================================================ finish_read
 
-TEST_CASE("offload: checksum of inputs past the vector path's 1 MB rounds", "[offload][checksum]") {
-  // All ones is the worst case for the lanes' carries; 3 MB + 37 bytes crosses rounds.
-  for (uint8_t fill : {uint8_t{0xff}, uint8_t{0x5a}}) {
-    Bytes big((3 << 20) + 37, fill);
-    for (size_t i = 0; i < big.size(); i += 4099) big[i] = static_cast<uint8_t>(i);
-    for (size_t skip : {0, 1, 3}) {
-      INFO("fill " << int{fill} << " skip " << skip);
-      CHECK(tunlinux::checksum(big.data() + skip, big.size() - skip, 0x1234) ==
-            naive_checksum(big.data() + skip, big.size() - skip, 0x1234));
+namespace {
+
+// An IPv4/UDP packet 198.19.0.1:4000 -> 198.19.0.2:9 whose UDP checksum field holds only
+// the pseudo-header sum, as the kernel hands it over with NEEDS_CSUM.
+std::vector<uint8_t> partial_udp(size_t payload) {
+  std::vector<uint8_t> p(28 + payload);
+  p[0] = 0x45;
+  put16(&p[2], static_cast<uint16_t>(p.size()));
+  p[8] = 64;
+  p[9] = IPPROTO_UDP;
+  const uint8_t src[4] = {198, 19, 0, 1}, dst[4] = {198, 19, 0, 2};
+  std::memcpy(&p[12], src, 4);
+  std::memcpy(&p[16], dst, 4);
+  put16(&p[10], static_cast<uint16_t>(~naive_checksum(p.data(), 20)));
+  put16(&p[20], 4000);
+  put16(&p[22], 9);
+  put16(&p[24], static_cast<uint16_t>(8 + payload));
+  for (size_t i = 0; i < payload; ++i) p[28 + i] = static_cast<uint8_t>(i * 7 + 1);
+  put16(&p[26], tunlinux::pseudo_header_checksum(IPPROTO_UDP, src, dst, static_cast<uint32_t>(8 + payload)));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("tun: finish_read completes a partial checksum and rejects GSO", "[tunlinux]") {
+  tunlinux::VirtioNetHdr hdr;
+  hdr.flags = tunlinux::kVirtioNetHdrFNeedsCsum;
+  hdr.csum_start = 20;
+  hdr.csum_offset = 6;
+
+  SECTION("UDP of every small length") {
+    for (size_t payload = 0; payload < 64; ++payload) {
+      auto p = partial_udp(payload);
+      REQUIRE(tunlinux::finish_read(hdr, p));
+      REQUIRE(l4_verify(p.data(), p.size()) == 0xffff);
     }
+  }
+  SECTION("a checksum field beyond the packet is refused") {
+    auto p = partial_udp(0);
+    hdr.csum_offset = 7;  // field at 27..28, packet ends at 28
+    CHECK_FALSE(tunlinux::finish_read(hdr, p));
+  }
+  SECTION("GSO packets are refused while no offload is negotiated") {
+    auto p = partial_udp(100);
+    hdr.gso_type = 1;  // VIRTIO_NET_HDR_GSO_TCPV4
+    CHECK_FALSE(tunlinux::finish_read(hdr, p));
+  }
+  SECTION("without NEEDS_CSUM the packet is left alone") {
+    auto p = partial_udp(10);
+    auto copy = p;
+    REQUIRE(tunlinux::finish_read(tunlinux::VirtioNetHdr{}, p));
+    CHECK(p == copy);
   }
 }
 

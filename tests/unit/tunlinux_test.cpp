@@ -1,5 +1,6 @@
-// tunlinux: the Internet checksum against a naive 16-bit reference, finish_read() on
-// synthetic virtio-net headers, and the kernel TUN device itself ([root]).
+// tunlinux::Tun, the kernel TUN device ([root]): reads and writes, checksums, events,
+// creation and adoption, read_now and wait_readable, faults from its own system calls,
+// several queues. The core over it is device_tunlinux_test.cpp.
 //
 // Each [root] test runs in a forked child inside its own network namespace, so the test
 // process and the host see nothing; the child reports failures through a pipe:
@@ -21,7 +22,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,21 +36,16 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "../support/packet_bytes.hpp"
-#include "bind/linux.hpp"
-#include "bind/memory.hpp"
-#include "seam_faults.hpp"
-#include "tun/memory.hpp"
-#include "wg/device.hpp"
-
+#include "../support/eventually.hpp"
+#include "../support/kernel_tun.hpp"
 #include "../support/netns_child.hpp"
+#include "../support/packet_bytes.hpp"
 #include "skip.hpp"
 #include "tunlinux/checksum.hpp"
 #include "tunlinux/tun.hpp"
@@ -58,244 +53,31 @@
 
 namespace {
 
-using wgtest::be16;
-using wgtest::put16;
-using wgtest::naive_checksum;
-
 using namespace std::chrono_literals;
 using tunlinux::Tun;
-
-// ---------------------------------------------------------------- checksum reference
-
-
-
-// A TCP/UDP checksum over the pseudo-header, recomputed naively: 0xffff when valid.
-uint16_t l4_verify(const uint8_t* ip, size_t len) {
-  const size_t ihl = (ip[0] & 0xf) * 4u;
-  std::vector<uint8_t> pseudo(12 + len - ihl);
-  std::memcpy(pseudo.data(), ip + 12, 8);
-  pseudo[9] = ip[9];
-  put16(&pseudo[10], static_cast<uint16_t>(len - ihl));
-  std::memcpy(pseudo.data() + 12, ip + ihl, len - ihl);
-  return naive_checksum(pseudo.data(), pseudo.size());
-}
-
-// An IPv4/UDP packet 198.19.0.1:4000 -> 198.19.0.2:9 whose UDP checksum field holds only
-// the pseudo-header sum, as the kernel hands it over with NEEDS_CSUM.
-std::vector<uint8_t> partial_udp(size_t payload) {
-  std::vector<uint8_t> p(28 + payload);
-  p[0] = 0x45;
-  put16(&p[2], static_cast<uint16_t>(p.size()));
-  p[8] = 64;
-  p[9] = IPPROTO_UDP;
-  const uint8_t src[4] = {198, 19, 0, 1}, dst[4] = {198, 19, 0, 2};
-  std::memcpy(&p[12], src, 4);
-  std::memcpy(&p[16], dst, 4);
-  put16(&p[10], static_cast<uint16_t>(~naive_checksum(p.data(), 20)));
-  put16(&p[20], 4000);
-  put16(&p[22], 9);
-  put16(&p[24], static_cast<uint16_t>(8 + payload));
-  for (size_t i = 0; i < payload; ++i) p[28 + i] = static_cast<uint8_t>(i * 7 + 1);
-  put16(&p[26], tunlinux::pseudo_header_checksum(IPPROTO_UDP, src, dst, static_cast<uint32_t>(8 + payload)));
-  return p;
-}
-
-}  // namespace
-
-TEST_CASE("checksum: RFC 1071 example", "[tunlinux][checksum]") {
-  // RFC 1071 section 3: the sum of 0001 f203 f4f5 f6f7 is ddf2.
-  const uint8_t bytes[] = {0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7};
-  CHECK(tunlinux::checksum(bytes, sizeof bytes, 0) == 0xddf2);
-  CHECK(tunlinux::checksum(bytes, 0, 0) == 0);
-  CHECK(tunlinux::checksum(bytes, 0, 0x1ffff) == 0x0001);  // initial is folded too
-}
-
-TEST_CASE("checksum: matches the naive reference at every length and alignment", "[tunlinux][checksum]") {
-  std::mt19937_64 rng(1071);
-  std::vector<uint8_t> buf(2000 + 16);
-  std::vector<uint8_t> ones(2000 + 16, 0xff);  // every carry path at once
-  for (size_t len = 0; len <= 2000; ++len) {
-    for (auto& b : buf) b = static_cast<uint8_t>(rng());
-    const size_t align = rng() % 16;
-    const uint32_t initial = len % 3 == 0 ? 0 : static_cast<uint32_t>(rng());
-    const uint8_t* p = buf.data() + align;
-    INFO("len " << len << " align " << align << " initial " << initial);
-    REQUIRE(tunlinux::checksum(p, len, initial) == naive_checksum(p, len, initial));
-    REQUIRE(tunlinux::checksum(ones.data() + align, len, initial) ==
-            naive_checksum(ones.data() + align, len, initial));
-  }
-}
-
-TEST_CASE("checksum: pseudo-header sums for IPv4 and IPv6", "[tunlinux][checksum]") {
-  std::mt19937 rng(768);
-  for (int round = 0; round < 200; ++round) {
-    const size_t alen = round % 2 ? 16 : 4;
-    std::vector<uint8_t> src(alen), dst(alen);
-    for (auto& b : src) b = static_cast<uint8_t>(rng());
-    for (auto& b : dst) b = static_cast<uint8_t>(rng());
-    const uint32_t l4 = alen == 4 ? rng() & 0xffff : rng();
-    const uint8_t proto = round % 3 ? IPPROTO_UDP : IPPROTO_TCP;
-    // RFC 768 / RFC 8200 section 8.1 layouts.
-    std::vector<uint8_t> ph(src);
-    ph.insert(ph.end(), dst.begin(), dst.end());
-    if (alen == 4) {
-      ph.insert(ph.end(), {0, proto, static_cast<uint8_t>(l4 >> 8), static_cast<uint8_t>(l4)});
-    } else {
-      ph.insert(ph.end(), {static_cast<uint8_t>(l4 >> 24), static_cast<uint8_t>(l4 >> 16),
-                           static_cast<uint8_t>(l4 >> 8), static_cast<uint8_t>(l4), 0, 0, 0, proto});
-    }
-    REQUIRE(tunlinux::pseudo_header_checksum(proto, src, dst, l4) == naive_checksum(ph.data(), ph.size()));
-  }
-}
-
-TEST_CASE("tun: finish_read completes a partial checksum and rejects GSO", "[tunlinux]") {
-  tunlinux::VirtioNetHdr hdr;
-  hdr.flags = tunlinux::kVirtioNetHdrFNeedsCsum;
-  hdr.csum_start = 20;
-  hdr.csum_offset = 6;
-
-  SECTION("UDP of every small length") {
-    for (size_t payload = 0; payload < 64; ++payload) {
-      auto p = partial_udp(payload);
-      REQUIRE(tunlinux::finish_read(hdr, p));
-      REQUIRE(l4_verify(p.data(), p.size()) == 0xffff);
-    }
-  }
-  SECTION("a checksum field beyond the packet is refused") {
-    auto p = partial_udp(0);
-    hdr.csum_offset = 7;  // field at 27..28, packet ends at 28
-    CHECK_FALSE(tunlinux::finish_read(hdr, p));
-  }
-  SECTION("GSO packets are refused while no offload is negotiated") {
-    auto p = partial_udp(100);
-    hdr.gso_type = 1;  // VIRTIO_NET_HDR_GSO_TCPV4
-    CHECK_FALSE(tunlinux::finish_read(hdr, p));
-  }
-  SECTION("without NEEDS_CSUM the packet is left alone") {
-    auto p = partial_udp(10);
-    auto copy = p;
-    REQUIRE(tunlinux::finish_read(tunlinux::VirtioNetHdr{}, p));
-    CHECK(p == copy);
-  }
-}
-
-// ---------------------------------------------------------------- kernel TUN, in a netns
-
-namespace {
-
-constexpr size_t kOffset = 16;  // what the core passes
-constexpr const char* kIf = "wgt0";
-const uint8_t kLocal[4] = {198, 19, 0, 1};
-const uint8_t kPeer[4] = {198, 19, 0, 2};
-
+using wgtest::Batch;
+using wgtest::be16;
+using wgtest::blocked_in_kernel;
+using wgtest::bring_up;
+using wgtest::check_udp;
+using wgtest::echo_request;
+using wgtest::eventually;
+using wgtest::is_echo_reply;
+using wgtest::is_udp_to_discard;
+using wgtest::kIf;
+using wgtest::kLocal;
+using wgtest::kOffset;
+using wgtest::kPeer;
+using wgtest::make_tun;
+using wgtest::naive_checksum;
+using wgtest::read_until;
 using wgtest::require_in_netns;
+using wgtest::send_udp;
+using wgtest::set_up;
 using wgtest::sh;
 using wgtest::step;
-using wgtest::write_file;
-
-std::unique_ptr<Tun> make_tun(int mtu = 0) {
-  std::error_code ec;
-  auto tun = Tun::create(kIf, mtu, ec);
-  EXPECT_MSG(tun && !ec, ec.message());
-  return tun;
-}
-
-void set_up(const char* name, bool up) {
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-  EXPECT(::ioctl(s, SIOCGIFFLAGS, &ifr) == 0);
-  ifr.ifr_flags = static_cast<short>(up ? ifr.ifr_flags | IFF_UP : ifr.ifr_flags & ~IFF_UP);
-  EXPECT(::ioctl(s, SIOCSIFFLAGS, &ifr) == 0);
-  ::close(s);
-}
-
-void bring_up(const char* name = kIf) {
-  set_up(name, true);
-  sh(std::string("ip addr add 198.19.0.1/24 dev ") + name);
-}
-
-// Batch buffers with the core's headroom.
-struct Batch {
-  explicit Batch(size_t n = 128, size_t cap = 65536) : storage(n, std::vector<uint8_t>(kOffset + cap)), sizes(n) {
-    for (auto& s : storage) spans.emplace_back(s);
-  }
-  std::span<const uint8_t> packet(size_t i) const { return {storage[i].data() + kOffset, sizes[i]}; }
-  std::vector<std::vector<uint8_t>> storage;
-  std::vector<std::span<uint8_t>> spans;
-  std::vector<size_t> sizes;
-};
-
-// Reads batches until a packet satisfies `pred` (the alarm bounds the wait); returns
-// it and the size of the batch it came in.
-std::pair<std::vector<uint8_t>, size_t> read_until(tun::Device& tun, Batch& b,
-                                                   const std::function<bool(std::span<const uint8_t>)>& pred,
-                                                   size_t offset = kOffset) {
-  for (;;) {
-    std::error_code ec;
-    size_t n = tun.read(b.spans, b.sizes, offset, ec);
-    EXPECT_MSG(!ec, ec.message());
-    for (size_t i = 0; i < n; ++i) {
-      std::span<const uint8_t> p(b.storage[i].data() + offset, b.sizes[i]);
-      if (pred(p)) return {{p.begin(), p.end()}, n};
-    }
-  }
-}
-
-bool is_udp_to_discard(std::span<const uint8_t> p) {
-  return p.size() >= 28 && p[0] == 0x45 && p[9] == IPPROTO_UDP && be16(&p[22]) == 9;
-}
-
-void send_udp(const std::string& payload) {
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(9);
-  std::memcpy(&to.sin_addr, kPeer, 4);
-  ssize_t r = ::sendto(s, payload.data(), payload.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
-  ::close(s);
-  EXPECT_MSG(r == static_cast<ssize_t>(payload.size()), std::strerror(errno));
-}
-
-// Addresses, lengths, both checksums and the payload of a datagram sent by send_udp.
-void check_udp(std::span<const uint8_t> p, const std::string& payload) {
-  EXPECT(p.size() == 28 + payload.size());
-  EXPECT(be16(&p[2]) == p.size());
-  EXPECT(std::memcmp(&p[12], kLocal, 4) == 0);
-  EXPECT(std::memcmp(&p[16], kPeer, 4) == 0);
-  EXPECT(naive_checksum(p.data(), 20) == 0xffff);
-  EXPECT(be16(&p[24]) == 8 + payload.size());
-  EXPECT(be16(&p[26]) != 0);
-  EXPECT(l4_verify(p.data(), p.size()) == 0xffff);
-  EXPECT(std::memcmp(&p[28], payload.data(), payload.size()) == 0);
-}
-
-// An ICMP echo request 198.19.0.2 -> 198.19.0.1 placed at kOffset in its buffer.
-std::vector<uint8_t> echo_request(uint16_t id, uint16_t seq, size_t offset = kOffset) {
-  std::vector<uint8_t> b(offset + 20 + 8 + 32);
-  uint8_t* p = b.data() + offset;
-  p[0] = 0x45;
-  put16(&p[2], 60);
-  p[8] = 64;
-  p[9] = IPPROTO_ICMP;
-  std::memcpy(&p[12], kPeer, 4);
-  std::memcpy(&p[16], kLocal, 4);
-  put16(&p[10], static_cast<uint16_t>(~naive_checksum(p, 20)));
-  uint8_t* icmp = p + 20;
-  icmp[0] = 8;  // echo request
-  put16(&icmp[4], id);
-  put16(&icmp[6], seq);
-  for (int i = 0; i < 32; ++i) icmp[8 + i] = static_cast<uint8_t>('a' + i % 26);
-  put16(&icmp[2], static_cast<uint16_t>(~naive_checksum(icmp, 40)));
-  return b;
-}
-
-std::function<bool(std::span<const uint8_t>)> is_echo_reply(uint16_t id, uint16_t seq) {
-  return [id, seq](std::span<const uint8_t> p) {
-    return p.size() == 60 && p[0] == 0x45 && p[9] == IPPROTO_ICMP && p[20] == 0 && be16(&p[24]) == id &&
-           be16(&p[26]) == seq;
-  };
-}
+using wgtest::udp_socket;
+using wgtest::udp_to_local;
 
 void ping_through(Tun& tun, uint16_t seq, size_t offset = kOffset) {
   auto req = echo_request(0x7767, seq, offset);
@@ -347,29 +129,6 @@ size_t event_threads() {
     n += name == "tun-events";
   }
   return n;
-}
-
-bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 2s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
-// Waits until the thread whose id `tid` holds sleeps in the kernel (state S in
-// /proc/self/task/TID/stat): a reader blocked in its read, not one still on its way there.
-bool blocked_in_kernel(const std::atomic<pid_t>& tid) {
-  return eventually([&] {
-    const pid_t t = tid.load();
-    if (t == 0) return false;
-    std::ifstream stat("/proc/self/task/" + std::to_string(t) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto end_of_name = line.rfind(')');
-    return end_of_name != std::string::npos && end_of_name + 2 < line.size() && line[end_of_name + 2] == 'S';
-  });
 }
 
 }  // namespace
@@ -485,29 +244,6 @@ TEST_CASE("tun: an ICMP echo written into the TUN is answered, bad packets are s
 }
 
 namespace {
-
-// A UDP datagram 198.19.0.2:sport -> 198.19.0.1:dport at `offset` in its buffer, its
-// checksum right or (as a sender that corrupted it before encrypting would leave it) wrong.
-std::vector<uint8_t> udp_to_local(const std::string& payload, bool good_checksum, uint16_t sport = 5555,
-                                  uint16_t dport = 7000, size_t offset = kOffset) {
-  std::vector<uint8_t> b(offset + 28 + payload.size());
-  uint8_t* p = b.data() + offset;
-  p[0] = 0x45;
-  put16(&p[2], static_cast<uint16_t>(28 + payload.size()));
-  p[8] = 64;
-  p[9] = IPPROTO_UDP;
-  std::memcpy(&p[12], kPeer, 4);
-  std::memcpy(&p[16], kLocal, 4);
-  put16(&p[10], static_cast<uint16_t>(~naive_checksum(p, 20)));
-  put16(&p[20], sport);
-  put16(&p[22], dport);
-  put16(&p[24], static_cast<uint16_t>(8 + payload.size()));
-  std::memcpy(&p[28], payload.data(), payload.size());
-  uint16_t c = static_cast<uint16_t>(~l4_verify(p, 28 + payload.size()));  // over a zero field
-  if (c == 0) c = 0xffff;
-  put16(&p[26], good_checksum ? c : static_cast<uint16_t>(c ^ 0x1234));
-  return b;
-}
 
 // Udp: InCsumErrors of this namespace.
 long udp_csum_errors() {
@@ -653,12 +389,12 @@ TEST_CASE("tun: events report the initial state, up, MTU, down and deletion", "[
     EXPECT(blocked_in_kernel(reader_tid));
     sh("ip link del wgt0");
     EXPECT(log2.expect(tun::Event::down));
-    EXPECT(eventually([&] { return returned.load(); }));
+    EXPECT(eventually([&] { return returned.load(); }, 2s));
     reader.join();
     EXPECT_MSG(read_ec == std::errc::operation_canceled, read_ec.message());
 
     step("the event thread ended and the device is closed");
-    EXPECT(eventually([] { return event_threads() == 0; }));
+    EXPECT(eventually([] { return event_threads() == 0; }, 2s));
     EXPECT(tun->deleted());
     EXPECT(tun->fd() == -1);
     std::error_code ec;
@@ -709,7 +445,7 @@ TEST_CASE("tun: a move to another namespace is followed, a deletion there closes
     step("deleted there: down, then closed");
     sh("ip -n " + other + " link del wgt0");
     EXPECT(log.expect(tun::Event::down));
-    EXPECT(eventually([] { return event_threads() == 0; }));
+    EXPECT(eventually([] { return event_threads() == 0; }, 2s));
     EXPECT(tun->deleted());
     EXPECT(tun->fd() == -1);
     tun->close();
@@ -945,93 +681,6 @@ TEST_CASE("tun: from_fd with a link socket adopts a TUN whose namespace the call
   });
 }
 
-// Devices a (on the TUN, 198.19.0.1) and b (in memory, 198.19.0.2), peers of each other
-// over a MemoryNetwork (or what `endpoint` says a listen port is), each knowing the
-// other's endpoint, both up.
-void pair_up(wg::Device& a, wg::Device& b,
-             const std::function<conn::Endpoint(uint16_t)>& endpoint = conn::MemoryBind::endpoint_for) {
-  wg::PrivateKey ka = wg::crypto::generate_private_key(), kb = wg::crypto::generate_private_key();
-  a.set_private_key(ka);
-  b.set_private_key(kb);
-  EXPECT(!a.up());
-  EXPECT(!b.up());
-  auto to_b = a.add_peer(wg::crypto::public_key(kb));
-  auto to_a = b.add_peer(wg::crypto::public_key(ka));
-  a.add_allowed_ip(*to_b, *wg::IpPrefix::parse("198.19.0.2/32"));
-  b.add_allowed_ip(*to_a, *wg::IpPrefix::parse("198.19.0.1/32"));
-  a.set_endpoint(*to_b, endpoint(b.listen_port()));
-  b.set_endpoint(*to_a, endpoint(a.listen_port()));
-}
-
-// The core over the real TUN with read faults injected around it (tests/unit/
-// seam_faults.hpp): transient EINTR/EAGAIN/ENOBUFS lose nothing the kernel queued, and a
-// read that fails every call is retried with a backoff, not spun on.
-//
-//   UDP socket -> kernel -> wgt0 (Tun) -> FaultyTun -> Device A -> MemoryBind ->
-//   Device B -> MemoryDevice (counts the datagrams)
-TEST_CASE("tun: the core over a real TUN survives read faults and does not spin on a failing read",
-          "[tunlinux][root]") {
-  WGNET_REQUIRE_ROOT();
-  require_in_netns([] {
-    using namespace std::chrono_literals;
-    step("two devices");
-    auto tun = make_tun(1420);
-    wgnet_test::FaultyTun faulty(*tun);
-    conn::MemoryNetwork net;
-    conn::MemoryBind bind_a(net), bind_b(net);
-    tun::MemoryDevice mem_b;
-    wg::Device a(faulty, bind_a), b(mem_b, bind_b);
-    pair_up(a, b);
-    bring_up();
-    // Datagrams to 198.19.0.2:9 that reach B, in order, within 5 s each.
-    auto arrive = [&](int from, int count) {
-      for (int i = from; i < from + count; ++i) {
-        for (;;) {
-          auto p = mem_b.take(5s);
-          EXPECT_MSG(p, "datagram " + std::to_string(i) + " never reached B");
-          if (!is_udp_to_discard(*p)) continue;
-          std::string got(p->begin() + 28, p->end());
-          EXPECT_MSG(got == "datagram " + std::to_string(i), "got '" + got + "' for datagram " + std::to_string(i));
-          break;
-        }
-      }
-    };
-
-    step("transient read faults");
-    faulty.read_faults.script({EINTR, 0, EAGAIN, 0, ENOBUFS, 0}, 4);
-    for (int i = 0; i < 40; ++i) {
-      send_udp("datagram " + std::to_string(i));
-      arrive(i, 1);  // one read per datagram, so that the script is played
-    }
-    EXPECT(faulty.read_faults.script_done());
-
-    step("a read that fails every call");
-    faulty.read_faults.set_persistent(EIO);
-    // Brings the reader back if it is blocked in the real read (then the datagram reaches
-    // B now); if it was between two reads, its next one fails and the datagram waits in
-    // the kernel's queue with those below. Either way it must arrive, in order.
-    send_udp("datagram 40");
-    // Retried, not given up: nine failing reads come (within 10 s, a bound on a wait of
-    // about 0.13 s). Not spun on: the waits between them double from 1 ms (Device::
-    // keep_reading_after), so the ninth comes at least 32 ms after the eighth (64 ms when
-    // the first failure is the first after the good read; a sleep is never shorter, so
-    // load cannot break this, and a spinning reader has microseconds there).
-    std::vector<std::chrono::steady_clock::time_point> fails;
-    for (auto until = std::chrono::steady_clock::now() + 10s;
-         (fails = faulty.read_faults.persistent_times()).size() < 9 && std::chrono::steady_clock::now() < until;)
-      std::this_thread::sleep_for(10ms);
-    EXPECT_MSG(fails.size() >= 9, std::to_string(fails.size()) + " failing reads within 10 s");
-    const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(fails[8] - fails[7]);
-    EXPECT_MSG(gap >= 32ms, "the ninth failing read came " + std::to_string(gap.count()) + " us after the eighth");
-    for (int i = 41; i < 51; ++i) send_udp("datagram " + std::to_string(i));  // queued in the kernel
-    faulty.read_faults.set_persistent(0);
-    arrive(40, 11);
-    EXPECT(tun->counters().read_dropped == 0);
-    a.close();
-    b.close();
-  });
-}
-
 TEST_CASE("tun: read_now takes what is queued without blocking, wait_readable waits, both mix with read",
           "[tunlinux][root]") {
   WGNET_REQUIRE_ROOT();
@@ -1058,7 +707,7 @@ TEST_CASE("tun: read_now takes what is queued without blocking, wait_readable wa
           woke = true;
         },
         [&] { tun->close(); });
-    EXPECT(eventually([&] { return blocked_in_kernel(tid); }));
+    EXPECT(eventually([&] { return blocked_in_kernel(tid); }, 2s));
     EXPECT(!woke);
     send_udp("now");
     waiter.join();
@@ -1099,186 +748,6 @@ TEST_CASE("tun: read_now takes what is queued without blocking, wait_readable wa
     EXPECT(ec == std::errc::operation_canceled);
     EXPECT(tun->read_now(b.spans, b.sizes, kOffset, ec) == 0);
     EXPECT(ec == std::errc::operation_canceled);
-  });
-}
-
-// The core over the real TUN: the kernel's answer to a packet the device just wrote (an
-// echo reply) is read and sent by the receiving thread (DeviceStats::tun_answers), or with
-// DeviceOptions::answer_from_tun off by the TUN reader; either way it arrives.
-//
-//   B (MemoryDevice) echo request -> MemoryBind -> A -> wgt0 -> kernel -> echo reply ->
-//   wgt0 -> A -> MemoryBind -> B
-TEST_CASE("tun: the core answers from the receiving thread, or leaves it to the reader when told",
-          "[tunlinux][root]") {
-  WGNET_REQUIRE_ROOT();
-  require_in_netns([] {
-    for (bool answer : {true, false}) {
-      step(answer ? "answer_from_tun on" : "answer_from_tun off");
-      auto tun = make_tun(1420);
-      conn::MemoryNetwork net;
-      conn::MemoryBind bind_a(net), bind_b(net);
-      tun::MemoryDevice mem_b;
-      wg::DeviceOptions opts;
-      opts.answer_from_tun = answer;
-      wg::Device a(*tun, bind_a, opts), b(mem_b, bind_b);
-      pair_up(a, b);
-      bring_up();
-      for (uint16_t seq = 1; seq <= 50; ++seq) {
-        auto req = echo_request(0x7767, seq, 0);
-        EXPECT(mem_b.inject(req));
-        for (;;) {
-          auto p = mem_b.take(5s);
-          EXPECT_MSG(p, "no reply to echo request " + std::to_string(seq));
-          if (is_echo_reply(0x7767, seq)(*p)) break;
-        }
-      }
-      const uint64_t answers = a.stats().tun_answers.load();
-      // Each reply is the kernel's answer to what a receiving pass wrote, made while it
-      // wrote; the pass reads it right after, unless the TUN reader, woken by the same
-      // reply, got tun_order_mu_ first (it has to wake up for that: the pass, already
-      // running, wins nearly always; all 50 lost would take a reader that never sleeps).
-      if (answer)
-        EXPECT_MSG(answers >= 1, "no reply left from the receiving thread");
-      else
-        EXPECT(answers == 0);
-      a.close();
-      b.close();
-    }
-  });
-}
-
-// One thread per side when traffic is light (DeviceOptions::one_thread_when_light): after
-// light reads the TUN reader lends the TUN to the receiving thread, which then reads
-// both the socket and the TUN (tun_light_reads: every packet the kernel sends while lent
-// is read there, the reader sleeping); a super-packet makes it give the TUN back, light
-// traffic lends it again, and a TUN closed while lent is given back. Off: never lent.
-//
-//   kernel -> wgt0 (Tun) -> A -> LinuxBind -- 127.0.0.1 -- LinuxBind -> B (MemoryDevice)
-TEST_CASE("tun: with light traffic a receiving thread serves the TUN too, and gives it back when traffic grows",
-          "[tunlinux][root]") {
-  WGNET_REQUIRE_ROOT();
-  require_in_netns([] {
-    using namespace std::chrono_literals;
-    sh("ip link set lo up");
-    for (bool light : {true, false}) {
-      step(light ? "one_thread_when_light on" : "one_thread_when_light off");
-      auto tun = make_tun(1420);
-      conn::LinuxBind bind_a, bind_b;
-      tun::MemoryDevice mem_b;
-      wg::DeviceOptions opts;
-      opts.one_thread_when_light = light;
-      wg::Device a(*tun, bind_a, opts), b(mem_b, bind_b);
-      pair_up(a, b, [](uint16_t port) { return *conn::Endpoint::parse("127.0.0.1:" + std::to_string(port)); });
-      bring_up();
-      const auto& st = a.stats();
-      // Datagrams i..i+count to 198.19.0.2:9, sent one at a time, each reaching B in order,
-      // 1 ms apart: light traffic (fewer than Device::kLightReads per kLightWindow).
-      auto one_by_one = [&](int from, int count) {
-        for (int i = from; i < from + count; ++i) {
-          const std::string payload = "datagram " + std::to_string(i);
-          send_udp(payload);
-          for (;;) {
-            auto p = mem_b.take(5s);
-            EXPECT_MSG(p, payload + " never reached B");
-            if (!is_udp_to_discard(*p)) continue;
-            EXPECT_MSG(std::string(p->begin() + 28, p->end()) == payload, "not " + payload);
-            break;
-          }
-          std::this_thread::sleep_for(wg::Device::kLightWindow);
-        }
-      };
-
-      step("echo requests from B: each answered (A's receiving thread now had traffic)");
-      for (uint16_t seq = 1; seq <= 20; ++seq) {
-        EXPECT(mem_b.inject(echo_request(0x7767, seq, 0)));
-        for (;;) {
-          auto p = mem_b.take(5s);
-          EXPECT_MSG(p, "no reply to echo request " + std::to_string(seq));
-          if (is_echo_reply(0x7767, seq)(*p)) break;
-        }
-      }
-
-      step("datagrams from the kernel one at a time: light reads, so the reader lends the TUN");
-      // Each is a read of one packet, by the reader unless it lent the TUN already (the
-      // replies above may have made enough light reads): kLightReads of them, spread over
-      // more than kLightWindow, lend it.
-      one_by_one(0, static_cast<int>(wg::Device::kLightReads));
-      if (light)
-        EXPECT_MSG(eventually([&] { return st.tun_handovers.load() == 1; }),
-                   std::to_string(st.tun_handovers.load()) + " handovers");
-      else
-        EXPECT(st.tun_handovers.load() == 0);
-
-      step("100 more: all read by the receiving thread");
-      const uint64_t before = st.tun_light_reads.load();
-      one_by_one(100, 100);
-      if (light) {
-        EXPECT_MSG(st.tun_light_reads.load() - before >= 100,
-                   std::to_string(st.tun_light_reads.load() - before) + " of 100 read while lent");
-        EXPECT(st.tun_handovers.load() == 1);
-        EXPECT(st.tun_returns.load() == 0);
-      } else {
-        EXPECT(st.tun_light_reads.load() == 0);
-      }
-
-      step("a 40-segment super-packet: every segment arrives, in order; the TUN goes back");
-      std::vector<uint8_t> data(40 * 1000);
-      for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>('A' + i / 1000);  // segment k: 'A' + k
-      EXPECT(wgtest::send_udp_segmented(kPeer, 9, 1000, data));
-      for (int seg = 0; seg < 40; ++seg) {
-        for (;;) {
-          auto p = mem_b.take(5s);
-          EXPECT_MSG(p, "segment " + std::to_string(seg) + " never reached B");
-          if (!is_udp_to_discard(*p)) continue;
-          EXPECT(p->size() == 1028);
-          EXPECT_MSG((*p)[28] == 'A' + seg && (*p)[1027] == 'A' + seg,
-                     "segment " + std::to_string((*p)[28] - 'A') + " where " + std::to_string(seg) + " belongs");
-          break;
-        }
-      }
-      // It goes back after the segments were sent, maybe just after B had them all.
-      if (light) EXPECT(eventually([&] { return st.tun_returns.load() == 1; }));
-
-      step("light again: lent again, and the datagrams still arrive in order");
-      one_by_one(200, static_cast<int>(wg::Device::kLightReads) + 2);
-      if (light) {
-        EXPECT_MSG(eventually([&] { return st.tun_handovers.load() == 2; }),
-                   std::to_string(st.tun_handovers.load()) + " handovers");
-        one_by_one(300, 10);
-
-        step("the TUN closes while lent, its file open elsewhere too: given back, and no spinning");
-        // A copy of the descriptor (as wg-tun's daemon mode hands its child) keeps the
-        // interface and its queue: the epoll set must forget the TUN all the same, or
-        // packets queued there would wake the receiving thread for ever.
-        int copy = -1;
-        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-          std::error_code lec;
-          if (std::filesystem::read_symlink(e.path(), lec) == "/dev/net/tun")
-            copy = ::dup(std::stoi(e.path().filename().string()));
-        }
-        EXPECT(copy >= 0);
-        wg::UniqueFd keep(copy);
-        tun->close();
-        EXPECT(eventually([&] { return st.tun_returns.load() == 2; }));
-        for (int i = 0; i < 5; ++i) send_udp("queued after close");  // waits in the kept file's queue
-        auto cpu = [] {
-          rusage ru{};
-          ::getrusage(RUSAGE_SELF, &ru);
-          return std::chrono::seconds(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                 std::chrono::microseconds(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-        };
-        const auto cpu_before = cpu();
-        std::this_thread::sleep_for(500ms);
-        // A thread spinning on a readable set takes a core (more than 250 ms of the 500
-        // even when sharing it); the idle process takes a few.
-        const auto used = std::chrono::duration_cast<std::chrono::milliseconds>(cpu() - cpu_before);
-        EXPECT_MSG(used < 150ms, std::to_string(used.count()) + " ms of CPU in 500 ms after the close");
-      } else {
-        EXPECT(st.tun_handovers.load() == 0 && st.tun_returns.load() == 0 && st.tun_light_reads.load() == 0);
-      }
-      a.close();
-      b.close();
-    }
   });
 }
 
@@ -1426,33 +895,6 @@ TEST_CASE("tun: EINTR and EAGAIN from writev are retried, ENOMEM drops one packe
 
 // ---------------------------------------------------------------- multi-queue TUN
 
-namespace {
-
-// A UDP socket bound to 198.19.0.1:port (0: any), closed on scope exit.
-wg::UniqueFd udp_socket(uint16_t port = 0) {
-  wg::UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  std::memcpy(&a.sin_addr, kLocal, 4);
-  EXPECT_MSG(s && ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, std::strerror(errno));
-  return s;
-}
-
-// Threads of this process named `name`.
-size_t threads_named(const std::string& name) {
-  size_t n = 0;
-  for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(e.path() / "comm");
-    std::string got;
-    std::getline(comm, got);
-    n += got == name;
-  }
-  return n;
-}
-
-}  // namespace
-
 // IFF_MULTI_QUEUE (Tun::Options::queues): the kernel puts each flow it sends on one
 // queue, and a flow written through the Tun (on the queue flow_queue picks) is answered
 // on that same queue, so both directions of a flow meet one reader.
@@ -1557,13 +999,15 @@ TEST_CASE("tun: a multi-queue TUN spreads flows over its queues and answers a fl
 
     step("close wakes a reader blocked on either queue");
     std::atomic<int> woken{0};
+    std::atomic<pid_t> reader_tid{0};
     std::thread r1([&] {
+      reader_tid = ::gettid();
       Batch b;
       std::error_code e;
       EXPECT(q1.read(b.spans, b.sizes, kOffset, e) == 0 && e == std::errc::operation_canceled);
       ++woken;
     });
-    std::this_thread::sleep_for(50ms);
+    blocked_in_kernel(reader_tid);  // closed under a reader asleep in its read
     tun->close();
     r1.join();
     EXPECT(woken == 1);
@@ -1655,94 +1099,5 @@ TEST_CASE("tun: a multi-queue TUN is refused where the interface has one queue, 
                  "answer to port " + std::to_string(port) + " on queue " + where + ", written on " + std::to_string(q));
     }
     EXPECT(queues_used.size() > 1);
-  });
-}
-
-// The core over a 2-queue TUN and a Bind of 2 sockets per family: a reader per queue,
-// flows spread over both, each flow in order, nothing lost either way.
-//
-//   64 local sockets -> wgt0 (2 queues) -> A (2 readers) -> LinuxBind (2 + 2 sockets)
-//     -- 127.0.0.1 -- LinuxBind -> B (MemoryDevice) -> answers back to each socket
-TEST_CASE("tun: the core reads a multi-queue TUN with a thread per queue, every flow whole and in order",
-          "[tunlinux][root]") {
-  WGNET_REQUIRE_ROOT();
-  require_in_netns([] {
-    sh("ip link set lo up");
-    Tun::Options o;
-    o.queues = 2;
-    o.queue_len = 4096;  // the burst below (1,024) must not overflow the kernel's queue
-    std::error_code ec;
-    auto tun = Tun::create(kIf, 1420, o, ec);
-    EXPECT_MSG(tun && !ec, ec.message());
-    conn::LinuxBind::Options bo;
-    bo.sockets = 2;
-    conn::LinuxBind bind_a(bo), bind_b;
-    tun::MemoryDevice mem_b;
-    const size_t readers_before = threads_named("wg-tun-read");
-    wg::Device a(*tun, bind_a), b(mem_b, bind_b);
-    // A's two readers and B's one (each names itself once it runs).
-    EXPECT(eventually([&] { return threads_named("wg-tun-read") == readers_before + 3; }));
-    pair_up(a, b, [](uint16_t port) { return *conn::Endpoint::parse("127.0.0.1:" + std::to_string(port)); });
-    bring_up();
-
-    step("the handshake, on a first datagram (packets waiting for a session may be dropped)");
-    send_udp("first");
-    for (;;) {
-      auto p = mem_b.take(5s);
-      EXPECT_MSG(p, "the first datagram never reached B");
-      if (is_udp_to_discard(*p)) break;
-    }
-
-    step("64 flows x 16 datagrams from the kernel reach B, each flow in order");
-    constexpr int kFlows = 64, kEach = 16;
-    std::vector<wg::UniqueFd> socks;
-    std::map<uint16_t, int> index_of;  // source port -> flow
-    for (int f = 0; f < kFlows; ++f) {
-      socks.push_back(udp_socket());
-      sockaddr_in me{};
-      socklen_t len = sizeof me;
-      EXPECT(::getsockname(socks.back().get(), reinterpret_cast<sockaddr*>(&me), &len) == 0);
-      index_of[ntohs(me.sin_port)] = f;
-    }
-    sockaddr_in peer{};
-    peer.sin_family = AF_INET;
-    peer.sin_port = htons(9);
-    std::memcpy(&peer.sin_addr, kPeer, 4);
-    for (int i = 0; i < kEach; ++i)
-      for (auto& s : socks) {
-        const std::string payload = std::to_string(i);
-        EXPECT(::sendto(s.get(), payload.data(), payload.size(), 0, reinterpret_cast<sockaddr*>(&peer), sizeof peer) ==
-               static_cast<ssize_t>(payload.size()));
-      }
-    std::vector<int> next(kFlows, 0);
-    for (int got = 0; got < kFlows * kEach;) {
-      auto p = mem_b.take(5s);
-      EXPECT_MSG(p, std::to_string(got) + " of " + std::to_string(kFlows * kEach) + " datagrams reached B");
-      if (!is_udp_to_discard(*p)) continue;
-      const auto it = index_of.find(be16(&(*p)[20]));
-      EXPECT(it != index_of.end());
-      const std::string payload(p->begin() + 28, p->end());
-      EXPECT_MSG(payload == std::to_string(next[it->second]),
-                 "flow " + std::to_string(it->second) + ": " + payload + " where " + std::to_string(next[it->second]) +
-                     " was due");
-      ++next[it->second];
-      ++got;
-    }
-
-    step("an answer from B to every flow reaches its socket");
-    for (auto& [port, f] : index_of) {
-      auto pkt = udp_to_local("answer " + std::to_string(f), true, 9, port, 0);
-      // udp_to_local's 198.19.0.2 -> 198.19.0.1 is what B sends back through the tunnel.
-      EXPECT(mem_b.inject(std::move(pkt)));
-    }
-    for (int f = 0; f < kFlows; ++f) {
-      pollfd pf{socks[f].get(), POLLIN, 0};
-      EXPECT_MSG(::poll(&pf, 1, 5000) == 1, "no answer to flow " + std::to_string(f));
-      char buf[64];
-      const ssize_t r = ::recv(socks[f].get(), buf, sizeof buf, 0);
-      EXPECT(r > 0 && std::string(buf, static_cast<size_t>(r)) == "answer " + std::to_string(f));
-    }
-    a.close();
-    b.close();
   });
 }

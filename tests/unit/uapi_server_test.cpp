@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/eventually.hpp"
 #include "bind/memory.hpp"
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
@@ -153,13 +154,9 @@ TEST_CASE("uapi server: a connection's descriptor is closed as soon as it ends",
     CHECK(ask(fd, "get=1\n\n").ends_with("errno=0\n\n"));
     ::close(fd);
   }
-  // No later accept is needed for the server to let go of them (it used to close them
-  // only when the next client came).
+  // The server lets go of them without waiting for the next client.
   size_t now = open_fds();
-  for (int i = 0; i < 200 && now != before; ++i) {
-    std::this_thread::sleep_for(10ms);
-    now = open_fds();
-  }
+  wgtest::eventually([&] { return (now = open_fds()) == before; }, 2s, 10ms);
   CHECK(now == before);
   CHECK(server.connections() == 0);
   server.stop();
@@ -177,7 +174,7 @@ TEST_CASE("uapi server: past max_connections the connection quiet longest is clo
     idle.push_back(connect_to(path));
     REQUIRE(idle.back() >= 0);
     // Accepted in this order: each one is quiet longer than the next.
-    for (int t = 0; t < 200 && server.connections() < idle.size(); ++t) std::this_thread::sleep_for(5ms);
+    wgtest::eventually([&] { return server.connections() >= idle.size(); }, 1s);
   }
   REQUIRE(server.connections() == 4);
   int fd = connect_to(path);
