@@ -25,7 +25,8 @@
 #include "wg/index_table.hpp"
 #include "wg/noise.hpp"
 #include "wg/peer.hpp"
-#include "wg/pool.hpp"
+#include "wg/batch.hpp"
+#include "wg/buffer_pool.hpp"
 #include "wg/ratelimiter.hpp"
 
 namespace wg {

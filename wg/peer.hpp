@@ -17,7 +17,8 @@
 #include "wg/index_table.hpp"
 #include "wg/keypair.hpp"
 #include "wg/noise.hpp"
-#include "wg/pool.hpp"
+#include "wg/batch.hpp"
+#include "wg/buffer_pool.hpp"
 #include "wg/timers.hpp"
 
 namespace wg {

@@ -13,7 +13,7 @@
 
 #include "wg/device.hpp"
 #include "wg/base/log.hpp"
-#include "wg/events.hpp"
+#include "wg/timer_hooks.hpp"
 #include "wg/transport_aead.hpp"
 
 namespace wg {

@@ -31,17 +31,6 @@ namespace http = beast::http;
 using asio::ip::tcp;
 constexpr auto kTry = asio::as_tuple(asio::use_awaitable);
 
-tcp::endpoint parse_listen(const std::string& s) {
-  std::string host;
-  uint16_t port = 0;
-  if (!wg::split_host_port(s, host, port)) throw std::invalid_argument("'" + s + "' is not ADDR:PORT");
-  if (host == "localhost") host = "127.0.0.1";
-  boost::system::error_code ec;
-  auto a = asio::ip::make_address(host, ec);
-  if (ec) throw std::invalid_argument("'" + host + "' is not an IP address");
-  return {a, port};
-}
-
 bool handshakes_healthy(wg::Device& device) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   for (auto& p : device.peers()) {

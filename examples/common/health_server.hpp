@@ -16,13 +16,10 @@
 #include <string_view>
 #include <utility>
 
+#include "listen_address.hpp"
 #include "wg/device.hpp"
 
 namespace programs {
-
-// "ADDR:PORT" or "[V6]:PORT" as a listening address ("localhost" is 127.0.0.1); throws
-// std::invalid_argument ("'S' is not ADDR:PORT", "'HOST' is not an IP address").
-boost::asio::ip::tcp::endpoint parse_listen(const std::string& s);
 
 // Ready while some peer's handshakes succeed: it has completed one, and the first
 // initiation sent since then (if any) has gone unanswered for no longer than

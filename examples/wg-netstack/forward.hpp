@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "common.hpp"
+#include "context.hpp"
 
 namespace wgns {
 

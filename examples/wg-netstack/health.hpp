@@ -2,7 +2,7 @@
 // /metrics (Prometheus text); the CheckAlive pinger.
 #pragma once
 
-#include "common.hpp"
+#include "context.hpp"
 
 namespace wgns {
 awaitable<void> health_server(Context& ctx, tcp::acceptor& acceptor);

@@ -9,7 +9,7 @@
 #include <array>
 #include <vector>
 
-#include "handshake.hpp"
+#include "proxy_client.hpp"
 #include "tls_stream.hpp"
 #include "wg/base/ascii.hpp"
 #include "wg/base/log.hpp"

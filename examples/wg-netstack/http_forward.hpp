@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "common.hpp"
+#include "context.hpp"
 #include "http_request.hpp"
 
 namespace wgns {

@@ -8,7 +8,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
-#include "handshake.hpp"
+#include "proxy_client.hpp"
 #include "http_forward.hpp"
 #include "http_request.hpp"
 #include "tls_stream.hpp"

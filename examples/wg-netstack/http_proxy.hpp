@@ -1,7 +1,7 @@
 // HTTP CONNECT proxy into the tunnel (Boost.Beast for the HTTP parts).
 #pragma once
 
-#include "common.hpp"
+#include "context.hpp"
 
 namespace wgns {
 class TlsServerContext;

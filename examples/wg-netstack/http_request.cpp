@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "common.hpp"
+#include "context.hpp"
 #include "wg/base/ascii.hpp"
 #include "wg/crypto.hpp"
 

@@ -27,14 +27,16 @@
 
 #include "bind/linux.hpp"
 #include "bind/resolve.hpp"
-#include "common.hpp"
+#include "context.hpp"
 #include "confine.hpp"
 #include "forward.hpp"
-#include "handshake.hpp"
+#include "proxy_client.hpp"
 #include "health.hpp"
 #include "proxy_config.hpp"
 #include "http_proxy.hpp"
 #include "offload_switches.hpp"
+#include "listen_address.hpp"
+#include "process.hpp"
 #include "reload.hpp"
 #include "sni.hpp"
 #include "socks5.hpp"
@@ -45,17 +47,6 @@
 #include "wg/uapi_server.hpp"
 
 namespace wgns {
-
-tcp::endpoint parse_listen(const std::string& s) {
-  std::string host;
-  uint16_t port = 0;
-  if (!split_host_port(s, host, port)) throw std::invalid_argument("'" + s + "' is not ADDR:PORT");
-  if (host == "localhost") host = "127.0.0.1";
-  error_code ec;
-  auto a = asio::ip::make_address(host, ec);
-  if (ec) throw std::invalid_argument("'" + host + "' is not an IP address");
-  return {a, port};
-}
 
 bool is_own_address(const Context& ctx, const wg::IpAddress& a) {
   const auto& own = ctx.stack.options().addresses;
@@ -93,7 +84,7 @@ namespace {
 using namespace wgns;
 
 std::shared_ptr<tcp::acceptor> listen_on(netstack::Executor ex, const std::string& what, const std::string& addr) {
-  auto ep = parse_listen(addr);
+  auto ep = programs::parse_listen(addr);
   auto acc = std::make_shared<tcp::acceptor>(ex);
   error_code ec;
   acc->open(ep.protocol(), ec);
@@ -104,7 +95,7 @@ std::shared_ptr<tcp::acceptor> listen_on(netstack::Executor ex, const std::strin
   return acc;
 }
 
-bool is_loopback(const std::string& addr) { return parse_listen(addr).address().is_loopback(); }
+bool is_loopback(const std::string& addr) { return programs::parse_listen(addr).address().is_loopback(); }
 
 // Host-name endpoints are looked up again while their peer has no fresh handshake.
 void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
@@ -132,17 +123,14 @@ void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
 }
 
 // Program policy, not the library's: glibc keeps the heap memory of closed connections
-// in the process (PITFALLS.md, "Memory and limits"), so RSS stayed at its peak after
-// 10,000 connections closed, and at 159 MB (11 MB before) after 100 connections that had
-// moved 20 MB each. Once a second this looks at the slack: resident memory beyond what
-// the allocator has handed out (mallinfo2's in-use and mmapped bytes). When the slack has
-// grown by kTrimSlackGrowth since the last trim, malloc_trim(0) hands the free pages back
-// (5-35 ms on this thread) and the slack left after it (pages that hold some live data,
-// the top of thread arenas, code and stacks) is the new base.
-// Free bytes alone cannot tell: freed pages that a trim released and a later load touched
-// again still count as free, so a rule on free bytes missed RSS that came back (CI: 115
-// MB after the load, 11 MB before; the arenas held 148 MB free, trimmed once early).
-// Steady churn reuses the same pages and does not grow the slack.
+// in the process, so RSS would stay at its peak after many connections closed
+// (docs/benchmarks.md). Once a second this looks at the slack: resident memory beyond
+// what the allocator has handed out (mallinfo2's in-use and mmapped bytes). When the
+// slack has grown by kTrimSlackGrowth since the last trim, malloc_trim(0) hands the free
+// pages back (milliseconds on this thread) and the slack left after it (pages that hold
+// some live data, the top of thread arenas, code and stacks) is the new base.
+// Free bytes alone cannot tell: pages a trim released and a later load touched again
+// still count as free. Steady churn reuses the same pages and does not grow the slack.
 constexpr size_t kTrimSlackGrowth = 16 << 20;
 
 // Resident bytes of this process (/proc/self/statm, second field); 0 if unreadable.
@@ -245,11 +233,7 @@ void refuse_unsupported(const ProxyConfig& pc, const std::string& path) {
 }
 
 // A usage error: one line on stderr, exit status 1 (wg-tun's too, and wireguard-go's).
-[[noreturn]] void usage_error(std::string what) {
-  std::replace(what.begin(), what.end(), '\n', ' ');
-  fmt::print(stderr, "wg-netstack: {} (--help for usage)\n", what);
-  std::exit(1);
-}
+[[noreturn]] void usage_error(std::string what) { programs::usage_error("wg-netstack", std::move(what)); }
 
 // -d: forks before any thread starts. The parent waits until the child is up (exit 0) or
 // has failed (exit 1; the child has printed why), and never returns. The child, in a new
@@ -405,8 +389,10 @@ int main(int argc, char** argv) {
         return {};
       });
   app.add_option("--uapi", uapi_path, "serve the UAPI on this Unix socket path instead (wg(8) cannot find it there)");
-  app.add_option("--log-level", level, "verbose, error or silent")
-      ->check(CLI::IsMember({"verbose", "error", "silent"}))
+  app.add_option("--log-level", level, "verbose (or debug), error or silent")
+      ->check([](const std::string& v) -> std::string {
+        return programs::parse_log_level(v) ? "" : "verbose, debug, error or silent, not '" + v + "'";
+      })
       ->capture_default_str();
   app.add_flag("--no-sandbox", no_sandbox,
                "do not confine the process (Landlock, system-call allow-list): for debugging");
@@ -440,16 +426,8 @@ int main(int argc, char** argv) {
     usage_error("no config file: -c FILE (or /etc/wireproxy/wireproxy.conf, $HOME/.config/wireproxy.conf)");
   if (silent) level = "silent";
 
-  wg::log::set_level(level == "verbose" ? wg::log::Level::verbose
-                     : level == "silent" ? wg::log::Level::silent
-                                         : wg::log::Level::error);
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  wg::log::set_level(*programs::parse_log_level(level));
+  const programs::WaitedSignals signals{SIGINT, SIGTERM, SIGHUP};
 
   try {
     ProxyConfig pc = load_proxy_config(config_path);
@@ -629,8 +607,7 @@ int main(int argc, char** argv) {
     if (!no_sandbox)
       programs::restrict_syscalls({}, sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
     if (ready_fd >= 0) daemon_ready(ready_fd, null_fd);
-    int sig = 0;
-    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload(device, config_path, !no_sandbox);
+    while (signals.wait() == SIGHUP) reload(device, config_path, !no_sandbox);
     wg::log::event("wg-netstack: shutting down");
     if (uapi) uapi->stop();
     // Stop accepting on the Stack's thread, then take the tunnel down.

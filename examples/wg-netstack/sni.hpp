@@ -4,7 +4,7 @@
 // no decryption: the TLS session is between the client and the server.
 #pragma once
 
-#include "common.hpp"
+#include "context.hpp"
 
 namespace wgns {
 

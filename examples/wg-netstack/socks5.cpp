@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "handshake.hpp"
+#include "proxy_client.hpp"
 #include "socks5_parse.hpp"
 #include "wg/crypto.hpp"
 #include "wg/base/log.hpp"

@@ -2,7 +2,7 @@
 // the tunnel. Host names are resolved through the tunnel's DNS, never the system's.
 #pragma once
 
-#include "common.hpp"
+#include "context.hpp"
 
 namespace wgns {
 

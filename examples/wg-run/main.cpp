@@ -26,6 +26,7 @@
 #include "diagnose.hpp"
 #include "health_server.hpp"
 #include "offload_switches.hpp"
+#include "process.hpp"
 #include "reload.hpp"
 #include "sandbox.hpp"
 #include "wg/apply.hpp"
@@ -52,11 +53,7 @@ struct StartError : std::runtime_error {
 };
 
 // A usage error: one line on stderr, exit status 1 (as the other programs).
-[[noreturn]] void usage_error(std::string what) {
-  std::replace(what.begin(), what.end(), '\n', ' ');
-  fmt::print(stderr, "wg-run: {} (--help for usage)\n", what);
-  std::exit(1);
-}
+[[noreturn]] void usage_error(std::string what) { programs::usage_error("wg-run", std::move(what)); }
 
 bool valid_interface_name(const std::string& n) {
   return !n.empty() && n.size() < IFNAMSIZ && n != "." && n != ".." &&
@@ -89,21 +86,13 @@ int reap(pid_t pid) {
   return exit_status(status);
 }
 
-// The signals wg-run waits for: passed on to COMMAND, reloads, and its end.
-sigset_t waited_signals() {
-  sigset_t s;
-  sigemptyset(&s);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}) sigaddset(&s, sig);
-  return s;
-}
-
 struct Options {
   std::string config_path, netns, interface, uapi_path, health;
   std::vector<std::string> command;
   programs::OffloadOptions offloads;
 };
 
-int run(const Options& o, const sigset_t& original_mask, bool sigpipe_was_default) {
+int run(const Options& o, const programs::WaitedSignals& signals) {
   wg::Config cfg = wg::load_config(o.config_path);
   for (auto& w : cfg.warnings) say("{}{}", w.rfind("warning: ", 0) == 0 ? "" : "warning: ", w);
   if (!cfg.iface.private_key) throw StartError(o.config_path + ": [Interface] has no PrivateKey");
@@ -156,8 +145,8 @@ int run(const Options& o, const sigset_t& original_mask, bool sigpipe_was_defaul
   spec.dns_search = cfg.iface.dns_search;
   spec.command = o.command;
   spec.netns_path = o.netns;
-  spec.restore_mask = original_mask;
-  spec.restore_sigpipe_default = sigpipe_was_default;
+  spec.restore_mask = signals.original_mask();
+  spec.restore_sigpipe_default = signals.sigpipe_was_default();
   wgrun::Child child = wgrun::spawn(spec);
   // From here on, a failure ends the child before wg-run exits.
   struct Reaper {
@@ -241,12 +230,11 @@ int run(const Options& o, const sigset_t& original_mask, bool sigpipe_was_defaul
   // --- COMMAND runs; wg-run passes signals on and waits ---
   if (command_mode) wgrun::release(child.control.get());
   child.control.reset();
-  const sigset_t sigs = waited_signals();
   int status = 0;
   for (;;) {
     siginfo_t info{};
-    const int sig = ::sigwaitinfo(&sigs, &info);
-    if (sig < 0) continue;  // EINTR
+    const int sig = signals.wait(&info);
+    if (sig < 0) continue;
     if (sig == SIGCHLD) {
       if (!command_mode) continue;
       int ws = 0;
@@ -366,12 +354,10 @@ int main(int argc, char** argv) {
 
   // Signals are waited for, not handled: blocked before any thread starts (and the child
   // restores the mask for COMMAND).
-  sigset_t original;
-  const sigset_t sigs = waited_signals();
-  pthread_sigmask(SIG_BLOCK, &sigs, &original);
-  const bool sigpipe_was_default = ::signal(SIGPIPE, SIG_IGN) == SIG_DFL;
+  // The signals passed on to COMMAND, reloads, and wg-run's end.
+  const programs::WaitedSignals signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
   try {
-    return run(o, original, sigpipe_was_default);
+    return run(o, signals);
   } catch (const std::exception& e) {
     fmt::print(stderr, "wg-run: {}\n", e.what());
     return 1;

@@ -47,6 +47,7 @@
 #include "confine.hpp"
 #include "health_server.hpp"
 #include "offload_switches.hpp"
+#include "process.hpp"
 #include "tunlinux/tun.hpp"
 #include "wg/device.hpp"
 #include "wg/base/log.hpp"
@@ -125,12 +126,10 @@ std::optional<int> env_fd(const char* name) {
   return static_cast<int>(fd);
 }
 
+// LOG_LEVEL as wireguard-go reads it: any other value is "error".
 wg::log::Level level_from_env() {
   const char* v = std::getenv("LOG_LEVEL");
-  std::string s = v ? v : "";
-  if (s == "verbose" || s == "debug") return wg::log::Level::verbose;
-  if (s == "silent") return wg::log::Level::silent;
-  return wg::log::Level::error;
+  return programs::parse_log_level(v ? v : "").value_or(wg::log::Level::error);
 }
 
 // The flags a re-executed wg-tun gets beyond the interface and its descriptors.
@@ -263,14 +262,7 @@ int main(int argc, char** argv) {
   if (no_sandbox && sandbox_log) usage_error(argv[0], "--no-sandbox and --sandbox-log exclude each other");
   wg::log::set_level(level_from_env());
 
-  // Block the signals we wait for before any thread starts, so every thread inherits it.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGUSR1);  // internal: the interface was deleted
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const programs::WaitedSignals signals{SIGINT, SIGTERM, SIGUSR1};  // SIGUSR1: the interface was deleted
 
   // --- the --health socket: before the interface, so that a port in use leaves nothing behind ---
   std::optional<programs::HealthThread> health;
@@ -378,8 +370,7 @@ int main(int argc, char** argv) {
                  health ? "; /readyz and /metrics on " + health->local_address() : "",
                  user.empty() ? "" : "; as user " + user);
 
-  int sig = 0;
-  sigwait(&sigs, &sig);
+  const int sig = signals.wait();
   wg::log::event("interface {}: {}, shutting down", name, sig == SIGUSR1 ? "deleted" : "signal received");
   server.stop();
   if (health) health->stop();  // before the device it reads goes

@@ -26,8 +26,8 @@
 //     session before the first op (the keys of one real handshake that World ran at
 //     start-up, installed through DeviceFuzzAccess as a completed handshake installs
 //     them), so that transport inputs need none;
-//   - polling the TUN never waits (MemoryDevice::take with a zero timeout used to sleep
-//     in a futex once per call);
+//   - polling the TUN never waits (MemoryDevice::take with a zero timeout returns at
+//     once, without a futex wait);
 //   - each input removes its peer when it ends and takes it off the timer thread's list
 //     (DeviceFuzzAccess::settle): an input that allocated more than it freed makes
 //     libFuzzer run it again and scan the heap with LeakSanitizer, which had taken half
@@ -35,7 +35,7 @@
 //     the device keeps lazily, pooled buffers and grown tables, can still do that in a
 //     long campaign).
 //   - for long campaigns, preset fuzz-campaign (scripts/fuzz_campaign.sh) puts a hash in
-//     place of X25519 and ASan's quarantine at 32 MB: 2,300 inputs/s (2026-12-03).
+//     place of X25519 and ASan's quarantine at 32 MB.
 //
 // Input: a flags byte (bit 0: preshared key; bit 1: H sends from IPv6; bit 2: a session
 // exists before the first op, one the device answered (it waits for H's first packet to
@@ -77,7 +77,7 @@
 
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
-#include "wg/events.hpp"
+#include "wg/timer_hooks.hpp"
 #include "wg/transport_aead.hpp"
 
 namespace wg {

@@ -73,7 +73,8 @@ struct Pair {
   wgtest::DevicePair pair{DeviceOptions{
       .clock = [this] { return clock.now(); },
       .wall_clock = [this] { return wall_base + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                                    clock.elapsed()); }}};
+                                                    clock.elapsed()); },
+      .error_backoff = {}}};
   wgtest::DeviceNode& a = pair.a;
   wgtest::DeviceNode& b = pair.b;
   PeerPtr a_to_b = pair.a_to_b, b_to_a = pair.b_to_a;

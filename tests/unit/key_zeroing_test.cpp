@@ -263,7 +263,8 @@ struct Pair {
       .clock = [this] { return clock.now(); },
       .wall_clock = [this] {
         return wall_base + std::chrono::duration_cast<std::chrono::system_clock::duration>(clock.elapsed());
-      }}};
+      },
+      .error_backoff = {}}};
   Device& a = pair.a.dev;
   Device& b = pair.b.dev;
   uint64_t seq = 0;

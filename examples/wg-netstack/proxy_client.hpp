@@ -1,5 +1,5 @@
-// What the SOCKS5 and HTTP proxies share before they relay: a deadline on the client's
-// handshake, a close that lets an error reply reach the client, and the proxy's own
+// What the SOCKS5 and HTTP proxies share about a client before they relay: a deadline on
+// its greeting, a close that lets an error reply reach it, and the proxy's own
 // policy errors.
 #pragma once
 

@@ -1,5 +1,5 @@
-// Buffer and batch pools.
-#include "wg/pool.hpp"
+// The data path's buffer pool.
+#include "wg/buffer_pool.hpp"
 
 namespace wg {
 
@@ -78,23 +78,6 @@ size_t BufferPool::allocated() const {
 size_t BufferPool::idle() const {
   std::lock_guard lock(mu_);
   return free_.size();
-}
-
-Batch* BatchPool::take() {
-  std::lock_guard lock(mu_);
-  if (free_.empty()) {
-    storage_.push_back(std::make_unique<Batch>());
-    return storage_.back().get();
-  }
-  Batch* b = free_.back();
-  free_.pop_back();
-  return b;
-}
-
-void BatchPool::give(Batch* b) {
-  b->reset();
-  std::lock_guard lock(mu_);
-  free_.push_back(b);
 }
 
 }  // namespace wg

@@ -1,6 +1,5 @@
-// Shared pieces of wg-netstack: the context every service runs in, the accept loop, and
-// (relay.hpp) the relay that copies bytes both ways between a local socket and a tunnel
-// stream.
+// wg-netstack's Context, what every service runs in; the accept loop; and (relay.hpp)
+// the relay that copies bytes both ways between a local socket and a tunnel stream.
 #pragma once
 
 #include <boost/asio/co_spawn.hpp>
@@ -110,8 +109,5 @@ awaitable<std::pair<error_code, std::vector<wg::IpAddress>>> resolve_host(Contex
 // last attempt reported; ProxyError::own_address if every address was our own.
 awaitable<std::pair<error_code, netstack::TcpStream>> dial_host(Context& ctx, const std::string& host,
                                                                 uint16_t port);
-
-// "ADDR:PORT" / "[v6]:PORT" → asio endpoint; throws std::invalid_argument.
-tcp::endpoint parse_listen(const std::string& s);
 
 }  // namespace wgns

@@ -1,11 +1,11 @@
-// The data path's decisions (wg/events.hpp) on a fake clock: which timers each event
+// The data path's decisions (wg/timer_hooks.hpp) on a fake clock: which timers each event
 // arms or clears, and what the pipeline is told to do, probed one tick before and at
 // each deadline.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 
-#include "wg/events.hpp"
+#include "wg/timer_hooks.hpp"
 
 namespace {
 
@@ -33,7 +33,7 @@ bool quiet(Timers& t, TimePoint at) {
 
 }  // namespace
 
-TEST_CASE("events: an unauthenticated batch decides nothing and arms nothing", "[events]") {
+TEST_CASE("timer hooks: an unauthenticated batch decides nothing and arms nothing", "[timer_hooks]") {
   auto t = fixed_jitter();
   auto kp = session(true, kStart - 170s);  // old enough to re-key, were it authenticated
   auto a = on_transport_received(t, *kp, {.authenticated = false, .data = true}, kStart);
@@ -43,7 +43,7 @@ TEST_CASE("events: an unauthenticated batch decides nothing and arms nothing", "
   CHECK_FALSE(t.next_deadline());
 }
 
-TEST_CASE("events: authenticated data roams and owes a keepalive after 10 s", "[events]") {
+TEST_CASE("timer hooks: authenticated data roams and owes a keepalive after 10 s", "[timer_hooks]") {
   auto t = fixed_jitter();
   auto kp = session(false, kStart);
   auto a = on_transport_received(t, *kp, {.authenticated = true, .data = true}, kStart);
@@ -54,7 +54,7 @@ TEST_CASE("events: authenticated data roams and owes a keepalive after 10 s", "[
   CHECK(t.tick(kStart + kKeepaliveTimeout).send_keepalive);
 }
 
-TEST_CASE("events: a keepalive received roams but owes no keepalive", "[events]") {
+TEST_CASE("timer hooks: a keepalive received roams but owes no keepalive", "[timer_hooks]") {
   auto t = fixed_jitter();
   auto kp = session(false, kStart);
   auto a = on_transport_received(t, *kp, {.authenticated = true, .data = false}, kStart);
@@ -62,7 +62,7 @@ TEST_CASE("events: a keepalive received roams but owes no keepalive", "[events]"
   CHECK_FALSE(t.next_deadline());
 }
 
-TEST_CASE("events: data sent then answered: no new handshake, unanswered: one after 15 s", "[events]") {
+TEST_CASE("timer hooks: data sent then answered: no new handshake, unanswered: one after 15 s", "[timer_hooks]") {
   SECTION("answered") {
     auto t = fixed_jitter();
     auto kp = session(true, kStart);
@@ -87,7 +87,7 @@ TEST_CASE("events: data sent then answered: no new handshake, unanswered: one af
   }
 }
 
-TEST_CASE("events: sending cancels the keepalive that received data owed", "[events]") {
+TEST_CASE("timer hooks: sending cancels the keepalive that received data owed", "[timer_hooks]") {
   auto t = fixed_jitter();
   auto kp = session(false, kStart);
   on_transport_received(t, *kp, {.authenticated = true, .data = true}, kStart);
@@ -95,7 +95,7 @@ TEST_CASE("events: sending cancels the keepalive that received data owed", "[eve
   CHECK(quiet(t, kStart + 30s));
 }
 
-TEST_CASE("events: the initiator re-keys once, shortly before the responder would reject", "[events]") {
+TEST_CASE("timer hooks: the initiator re-keys once, shortly before the responder would reject", "[timer_hooks]") {
   const auto threshold = kRejectAfterTime - kKeepaliveTimeout - kRekeyTimeout;  // 165 s
   SECTION("initiator") {
     auto t = fixed_jitter();
@@ -115,7 +115,7 @@ TEST_CASE("events: the initiator re-keys once, shortly before the responder woul
   }
 }
 
-TEST_CASE("events: an initiation sent retries after 5 s + jitter, a confirmed session stops it", "[events]") {
+TEST_CASE("timer hooks: an initiation sent retries after 5 s + jitter, a confirmed session stops it", "[timer_hooks]") {
   SECTION("unanswered") {
     auto t = fixed_jitter();
     on_initiation_sent(t, false, kStart);
@@ -146,7 +146,7 @@ TEST_CASE("events: an initiation sent retries after 5 s + jitter, a confirmed se
   }
 }
 
-TEST_CASE("events: a derived session is zeroed 540 s later, on either side", "[events]") {
+TEST_CASE("timer hooks: a derived session is zeroed 540 s later, on either side", "[timer_hooks]") {
   SECTION("responder") {
     auto t = fixed_jitter();
     on_initiation_consumed(t, kStart);
@@ -169,7 +169,7 @@ TEST_CASE("events: a derived session is zeroed 540 s later, on either side", "[e
   }
 }
 
-TEST_CASE("events: persistent keepalive is re-armed by every authenticated packet, either way", "[events]") {
+TEST_CASE("timer hooks: persistent keepalive is re-armed by every authenticated packet, either way", "[timer_hooks]") {
   auto t = fixed_jitter();
   t.set_persistent_keepalive(25s);
   auto kp = session(false, kStart);
@@ -179,7 +179,7 @@ TEST_CASE("events: persistent keepalive is re-armed by every authenticated packe
   CHECK(t.tick(kStart + 45s).send_keepalive);
 }
 
-TEST_CASE("events: may_send needs a session, its age under 180 s and nonces left", "[events]") {
+TEST_CASE("timer hooks: may_send needs a session, its age under 180 s and nonces left", "[timer_hooks]") {
   auto kp = session(true, kStart);
   CHECK_FALSE(may_send(nullptr, 0, kStart));
   CHECK(may_send(kp.get(), 0, kStart));

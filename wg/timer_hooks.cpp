@@ -1,6 +1,6 @@
-// The data path's decisions (events.hpp): which timer hooks each event runs, and what
+// The data path's decisions (timer_hooks.hpp): which timer hooks each event runs, and what
 // the pipeline must do after it.
-#include "wg/events.hpp"
+#include "wg/timer_hooks.hpp"
 
 namespace wg {
 

@@ -1,6 +1,6 @@
-// The handshake deadline, the lingering close after an error reply, and the proxy's
-// error category.
-#include "handshake.hpp"
+// The client greeting's deadline, the lingering close after an error reply, and the
+// proxy's error category.
+#include "proxy_client.hpp"
 
 #include <string>
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <future>
 
-#include "wg/pool.hpp"
+#include "wg/buffer_pool.hpp"
 
 using namespace std::chrono_literals;
 
