@@ -193,8 +193,8 @@ StackImpl::~StackImpl() {
     }
   }
   call([] {});
-  // A batch queued after the last round (none is: write() refuses once closed) would
-  // otherwise leak.
+  // Frees a batch queued after the loop's final round (none is: write() refuses once
+  // closed).
   std::lock_guard lock(in_mu_);
   for (pbuf* p : in_q_) pbuf_free(p);
   in_q_.clear();

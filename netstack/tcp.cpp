@@ -37,7 +37,7 @@ void TcpConn::attach(tcp_pcb* p) {
   tcp_err(pcb, &TcpConn::on_err);
   tcp_recv(pcb, &TcpConn::on_recv);
   tcp_sent(pcb, &TcpConn::on_sent);
-  tcp_nagle_disable(pcb);  // request/response traffic must not wait (see PITFALLS)
+  tcp_nagle_disable(pcb);  // request/response traffic must not wait for an ACK
   if (const auto& o = s.options; o.tcp_keepalive.count() > 0) {
     const auto ms = static_cast<u32_t>(std::min<int64_t>(o.tcp_keepalive.count(), INT32_MAX));
     ip_set_option(pcb, SOF_KEEPALIVE);

@@ -4,8 +4,8 @@
 #   - every relative link [x](path), [x](path#anchor) and [x](#anchor) resolves to a file
 #     inside the repository, and its anchor to a heading of that Markdown file;
 #   - outside fenced code blocks, no commit-hash-like token (a word of 7-40 lowercase hex
-#     digits with at least one digit and one letter) and no issue reference ("issue 14",
-#     "#14", "PR 14").
+#     digits with at least one digit and one letter) and no issue reference (the word
+#     issue or PR followed by a number, or a hash sign followed by digits).
 # Each problem is printed as FILE:LINE: message; the exit status is 1 if there is any.
 # Usage: check_docs.sh [REPOSITORY_ROOT]   (default: the repository holding this script)
 set -euo pipefail

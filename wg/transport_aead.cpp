@@ -1,29 +1,20 @@
-// Transport AEAD: ChaCha20-Poly1305 (RFC 8439) put together from OpenSSL's two
-// primitives, the raw ChaCha20 stream and the Poly1305 MAC of its default provider,
-// called through the provider's dispatch tables (public API: OSSL_PROVIDER_query_operation),
-// one pair of contexts per thread and direction.
-//
-// Why not OpenSSL's own ChaCha20-Poly1305 through EVP, which this file used until
-// 2026-12-03: in OpenSSL 3.0 every EVP call goes through the parameter API (the nonce's
-// length, the tag, the MAC's size are looked up by name, with strcmp, on every packet),
-// and the AEAD's fixed cost was about 650 ns per packet on this machine, 1.6 us at 1420
-// bytes and 0.8 us at 64. The same primitives called directly cost about 0.2 us fixed,
-// 1.0 us at 1420 bytes (tests/bench/crypto_bench.cpp, BM_aead_*_transport against
-// BM_aead_*_openssl). Same bytes: the unit tests compare every size with libsodium's AEAD.
+// Transport AEAD: ChaCha20-Poly1305 (RFC 8439) built from the default provider's raw
+// ChaCha20 and Poly1305, called through its dispatch tables (OSSL_PROVIDER_query_operation):
+// OpenSSL's EVP AEAD looks its parameters up by name on every packet (docs/benchmarks.md).
+// The bytes are libsodium's AEAD's; the unit tests compare every size.
 //
 //   seal: keystream block 0 -> one-time Poly1305 key; encrypt from block 1 on;
 //         tag = Poly1305(ad || pad16 || ciphertext || pad16 || le64 |ad| || le64 |ct|)
 //   open: the same tag over the received ciphertext, compared in constant time; the
 //         plaintext is written only when it matches.
 //
-// Without the default provider's ChaCha20 and Poly1305 (an OpenSSL configured otherwise),
-// every call goes to libsodium's AEAD (crypto.hpp) instead: slower, same bytes.
+// Without those primitives (an OpenSSL configured otherwise), every call goes to
+// libsodium's AEAD (crypto.hpp).
 //
-// A context keeps the last key it was given: a packet under the same key (a session's
-// packets in a row) sets only the nonce. Every context is on a process-wide list, so
-// that forget() can wipe a key from all of them, idle threads' included, when its
-// keypair goes; each context has a lock, taken by its thread for every packet (never
-// contended but by forget()). No call leaves the key in a vector register either.
+// One context per thread and direction keeps its last key, so a session's packets in a
+// row set only the nonce. Every context is on a process-wide list so that forget() can
+// wipe a key from all of them; its lock is taken by its thread per packet and contended
+// only by forget(). No call leaves the key in a vector register.
 #include "wg/transport_aead.hpp"
 
 #include <openssl/core_dispatch.h>

@@ -108,8 +108,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& v = *a.verdict;
   // The header as the client sent it: through its blank line; one that never ends is
   // longer than all the client sent (at least its last line break is missing), so all of
-  // it at exactly the limit is over it (found by the campaign of 2026-12-03: 16,384
-  // bytes with no line break got 431, as Beast refuses n >= limit unparsed bytes).
+  // it at exactly the limit is over it (Beast refuses n >= limit unparsed bytes: 16,384
+  // bytes with no line break get 431).
   const size_t eoh = stream.find("\r\n\r\n");
   const size_t header_len = eoh == std::string_view::npos ? stream.size() + 1 : eoh + 4;
   const auto too_large = http::status::request_header_fields_too_large;

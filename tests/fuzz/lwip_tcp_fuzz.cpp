@@ -38,9 +38,9 @@ namespace {
 
 netif g_if{};
 // What lwIP sends (the SYN, data, ACKs) is read whole, so ASan checks its pbuf chain,
-// into one static buffer: storing each packet until the next input (as this did until
-// 2026-12-03) left every input with more allocations than frees, and libFuzzer ran
-// LeakSanitizer's scan after most of them.
+// into one static buffer: storing each packet until the next input would leave every
+// input with more allocations than frees, and libFuzzer would run LeakSanitizer's scan
+// after most of them.
 err_t capture(netif*, pbuf* p, const ip4_addr_t*) {
   static uint8_t pkt[0x10000];
   if (pbuf_copy_partial(p, pkt, p->tot_len, 0) != p->tot_len) __builtin_trap();
@@ -152,8 +152,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!g_dead) tcp_abort(pcb);
     return 0;
   }
-  // One write per segment: tcp_write's length is 16 bits, and one write of the whole
-  // 88,320 bytes queued 22,784 of them (16.5 segments) until 2026-12-03.
+  // One write per segment: tcp_write's length is 16 bits, so one write of the whole
+  // 88,320 bytes would queue only 22,784 of them.
   static uint8_t chunk[1380];
   for (int i = 0; i < 64 && pcb->snd_buf >= sizeof chunk; ++i) tcp_write(pcb, chunk, sizeof chunk, TCP_WRITE_FLAG_COPY);
   tcp_output(pcb);

@@ -89,7 +89,7 @@ void check_roundtrip(Node& a) {
 // the request also holds it on another line, as a reason would quote that line: the
 // reasons' own words have no such run of digits, so one there was quoted from a line.
 // (An escaped byte's digits can complete one: "\x80" before "2030405060708090" reads
-// "0203040506070809"; found by the campaign of 2026-12-03, the input is a seed.)
+// "0203040506070809"; that input is a seed.)
 void check_no_secret(std::string_view request, const std::string& reason) {
   std::string rest;
   std::string_view text = request;

@@ -13,7 +13,7 @@
 #   │   count, drop N/10000        │              │   count, drop N/10000           │
 #   └──────────────────────────────┘              └─────────────────────────────────┘
 #
-# Loss (PITFALLS.md, "Measuring under loss with nftables"): each namespace drops in its
+# Loss (nftables; the machine has no netem): each namespace drops in its
 # input hook a random N in 10000 of the datagrams to its WireGuard port, after a rule that
 # counts them all, so both directions lose independently and the rate actually applied
 # can be read back. tx-udp-segmentation is switched off on both veths, so that a UDP-GSO

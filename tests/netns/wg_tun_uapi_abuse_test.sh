@@ -22,8 +22,8 @@ command -v wireguard-go >/dev/null || { echo "wireguard-go missing (scripts/setu
 ABUSE=(python3 "$(dirname "$0")/uapi_abuse.py")
 
 # What the daemon may keep after the abuse: glibc caches the stacks of ended threads and
-# keeps some freed heap (PITFALLS.md). Measured: +0.6 MB after all of it (1,000 idle
-# connections, 256 served at once; 2 vCPU Firecracker VM, Linux 6.18, 2026-12-01).
+# keeps some freed heap; the bound is several times what a run keeps (1,000 idle
+# connections, 256 served at once).
 RSS_BOUND_KB=${RSS_BOUND_KB:-4096}
 # wg::uapi::kMaxConnections; a few more threads may still be ending after being closed to
 # make room (the bound is what matters: not one thread per connection).
