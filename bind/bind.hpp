@@ -77,20 +77,6 @@ public:
   // SO_MARK for every socket (0 = none).
   virtual void set_mark(uint32_t mark, std::error_code& ec) = 0;
   virtual size_t batch_size() const = 0;
-
-  // Optional, for a core that lets one thread wait on a socket and on something else
-  // (the TUN, when traffic is light): after open() and before receive function
-  // `receiver` (its index in what open() returned) is first called, `fd` becomes a
-  // descriptor that function also waits on. While no datagram is waiting and `fd` polls
-  // readable, the function returns 0 without an error; with a datagram waiting it reads
-  // as usual. `fd` stays the caller's (an epoll instance whose set it changes while the
-  // function waits); it is forgotten at close(). A Bind that cannot returns false and
-  // its receive functions wait on their sockets alone.
-  virtual bool also_wait_on(size_t receiver, int fd) {
-    (void)receiver;
-    (void)fd;
-    return false;
-  }
 };
 
 }  // namespace conn

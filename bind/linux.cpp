@@ -1,7 +1,6 @@
 // LinuxBind: recvmmsg/sendmmsg over an IPv4 and an IPv6 UDP socket, with sticky source
 // addresses and UDP GSO/GRO.
-//   Receive: carried datagrams first → poll(socket, close eventfd, the caller's
-//   also_wait_on descriptor: readable alone, return 0) → recvmmsg → per
+//   Receive: carried datagrams first → poll(socket, close eventfd) → recvmmsg → per
 //   message, the sender from msg_name, the sticky source and GRO size from the control →
 //   hand out coalesced messages' datagrams where they landed, carry what does not fit to
 //   the next call.
@@ -70,11 +69,9 @@ int poll_ms(std::chrono::steady_clock::duration left) {
 }
 
 // Waits until `fd` has `events` or `wake` is signalled (close()). Returns false with ec
-// set on close (operation_canceled), at the deadline (EAGAIN) or on a poll error. With
-// `also` (>= 0), also returns true when `also` polls readable and `fd` does not; then
-// *also_ready is set (LinuxBind::also_wait_on).
+// set on close (operation_canceled), at the deadline (EAGAIN) or on a poll error.
 bool wait_for(int fd, short events, int wake, std::chrono::steady_clock::time_point deadline,
-              std::error_code& ec, int also = -1, bool* also_ready = nullptr) {
+              std::error_code& ec) {
   for (;;) {
     int timeout = -1;
     if (deadline != std::chrono::steady_clock::time_point::max()) {
@@ -85,8 +82,8 @@ bool wait_for(int fd, short events, int wake, std::chrono::steady_clock::time_po
       }
       timeout = poll_ms(left);
     }
-    pollfd p[3] = {{fd, events, 0}, {wake, POLLIN, 0}, {also, POLLIN, 0}};
-    int r = ::poll(p, also >= 0 ? 3 : 2, timeout);
+    pollfd p[2] = {{fd, events, 0}, {wake, POLLIN, 0}};
+    int r = ::poll(p, 2, timeout);
     if (r < 0) {
       if (errno == EINTR) continue;
       ec = sys_error(errno);
@@ -98,10 +95,6 @@ bool wait_for(int fd, short events, int wake, std::chrono::steady_clock::time_po
     }
     // Ready, or an error/hang-up on the socket: the next syscall reports it.
     if (p[0].revents) return true;
-    if (also >= 0 && p[2].revents) {
-      *also_ready = true;
-      return true;
-    }
   }
 }
 
@@ -405,8 +398,6 @@ struct LinuxBind::Socket {
   // The last read found the queue empty: the next receive polls before it reads (a
   // trickle of single datagrams would otherwise cost a failed read for each).
   bool drained = false;
-  // also_wait_on(): a descriptor the receive waits on besides the socket; -1 if none.
-  std::atomic<int> also{-1};
 
   // Describes message j of the last read, which landed in a buffer of `cap` bytes.
   Message describe(size_t j, size_t cap) const {
@@ -609,15 +600,6 @@ size_t LinuxBind::receivers() const {
   return sockets_ ? sockets_->all().size() : 0;
 }
 
-bool LinuxBind::also_wait_on(size_t receiver, int fd) {
-  std::lock_guard life(lifecycle_mu_);
-  if (!sockets_) return false;
-  const auto all = sockets_->all();
-  if (receiver >= all.size()) return false;
-  all[receiver]->also.store(fd, std::memory_order_release);
-  return true;
-}
-
 void LinuxBind::close() {
   std::lock_guard life(lifecycle_mu_);
   std::unique_lock lock(mu_);
@@ -653,16 +635,9 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
 
   // 1. What an earlier receive could not hand out comes first.
   size_t out = s.carry.drain(bufs, at, sizes, eps, 0);
-  const int also = s.also.load(std::memory_order_acquire);
-  bool also_ready = false;
-  if (out == 0 && s.drained) {
-    if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec, also, &also_ready))
-      return 0;
-    if (also_ready) {  // the caller's other descriptor, and no datagram
-      ec.clear();
-      return 0;
-    }
-  }
+  if (out == 0 && s.drained &&
+      !wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec))
+    return 0;
   s.drained = false;
   while (out < n) {
     // 2. Read.
@@ -715,13 +690,7 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
       ec = sys_error(err);
       return 0;
     }
-    if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec, also, &also_ready))
-      return 0;
-    if (also_ready) {
-      s.drained = true;  // the read just failed: the next receive polls first
-      ec.clear();
-      return 0;
-    }
+    if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec)) return 0;
   }
   ec.clear();
   return out;

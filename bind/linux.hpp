@@ -106,7 +106,6 @@ public:
   size_t batch_size() const override { return kBatchSize; }
   // The sockets (receive functions) of the open bind; 0 when closed.
   size_t receivers() const;
-  bool also_wait_on(size_t receiver, int fd) override;
 
   // Whether sends use UDP_SEGMENT now: allowed by the options, taken by the kernel at the
   // last open(), not turned off by EIO since. False before the first open().

@@ -34,37 +34,6 @@ public:
   virtual size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset,
                        std::error_code& ec) = 0;
 
-  // Reading without blocking, for a core that lets the thread which just wrote packets
-  // pick up what the kernel answered while taking them (an echo reply, an ACK) instead of
-  // waking the reader. A device that offers it returns true from can_read_now(); then
-  //   wait_readable() blocks until read_now() may have packets: false with
-  //     operation_canceled after close();
-  //   read_now() places the packets queued now as read() does; 0 when none are.
-  // Both are thread-safe with each other and with read(); the caller decides which of its
-  // threads reads when (and so keeps the packets' order across them). Devices without it
-  // leave these defaults.
-  virtual bool can_read_now() const { return false; }
-  virtual bool wait_readable(std::error_code& ec) {
-    ec = std::make_error_code(std::errc::operation_not_supported);
-    return false;
-  }
-  virtual size_t read_now(std::span<const std::span<uint8_t>>, std::span<size_t>, size_t, std::error_code& ec) {
-    ec.clear();
-    return 0;
-  }
-  // For a caller that waits on the device among other descriptors (one thread serving
-  // the TUN and a socket): adds to (on) or removes from the epoll instance `epfd` a
-  // descriptor that polls readable, level-triggered, while the kernel holds packets for
-  // read_now(). Packets read_now() left behind when its buffers ran out (the rest of a
-  // super-packet) are not signalled there: the caller whose buffers all filled reads
-  // again or leaves it to wait_readable(), which sees them. False if the device cannot
-  // (or is closed). Thread-safe.
-  virtual bool epoll_watch(int epfd, bool on) {
-    (void)epfd;
-    (void)on;
-    return false;
-  }
-
   // Devices with several receive queues (the kernel TUN opened with IFF_MULTI_QUEUE,
   // where the kernel spreads what it sends over the queues by flow): queue(i), for
   // i < queues(), is a Device that reads only what waits on queue i, so a core runs one

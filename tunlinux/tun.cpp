@@ -19,7 +19,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -378,13 +377,6 @@ public:
   size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) override {
     return tun_.write(bufs, offset, ec);
   }
-  bool can_read_now() const override { return q_.kick_fd >= 0; }
-  bool wait_readable(std::error_code& ec) override { return tun_.wait_readable_on(q_, ec); }
-  size_t read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
-                  std::error_code& ec) override {
-    return tun_.read_now_on(q_, bufs, sizes, offset, ec);
-  }
-  bool epoll_watch(int epfd, bool on) override { return tun_.epoll_watch_on(q_, epfd, on); }
   size_t queues() const override { return tun_.queues(); }
   tun::Device& queue(size_t i) override { return tun_.queue(i); }
   size_t batch_size() const override { return tun_.batch_size(); }
@@ -453,7 +445,14 @@ size_t Tun::read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t>
   return read_now_on(*queues_[0], bufs, sizes, offset, ec);
 }
 
-bool Tun::epoll_watch(int epfd, bool on) { return epoll_watch_on(*queues_[0], epfd, on); }
+size_t Tun::read_now(size_t queue, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
+                     size_t offset, std::error_code& ec) {
+  if (queue >= queues_.size()) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return 0;
+  }
+  return read_now_on(*queues_[queue], bufs, sizes, offset, ec);
+}
 
 size_t Tun::read_on(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                     std::error_code& ec) {
@@ -514,31 +513,6 @@ size_t Tun::read_now_on(Queue& q, std::span<const std::span<uint8_t>> bufs, std:
     [[maybe_unused]] ssize_t r = ::write(q.kick_fd, &one, sizeof one);
   }
   return n;
-}
-
-bool Tun::epoll_watch_on(Queue& q, int epfd, bool on) {
-  std::shared_lock lock(io_mu_);
-  const int fd = q.fd.load(std::memory_order_relaxed);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  std::lock_guard wl(watch_mu_);
-  if (!on) {  // whatever the state: close_fd_ stays readable once closed
-    std::erase_if(watchers_, [&](const auto& w) { return w.first == epfd && (w.second == fd || fd < 0); });
-    if (fd >= 0) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
-    return ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev) == 0;
-  }
-  if (closed_.load(std::memory_order_acquire) || fd < 0 || q.kick_fd < 0) return false;
-  // The close eventfd too: closing (or the interface's deletion) wakes the waiter, whose
-  // read_now() then says so.
-  ev.data.fd = close_fd_;
-  if (::epoll_ctl(epfd, EPOLL_CTL_ADD, close_fd_, &ev) != 0) return false;
-  ev.data.fd = fd;
-  if (::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
-    watchers_.emplace_back(epfd, fd);
-    return true;
-  }
-  ::epoll_ctl(epfd, EPOLL_CTL_DEL, close_fd_, &ev);
-  return false;
 }
 
 size_t Tun::read_queued(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes,
@@ -930,18 +904,9 @@ void Tun::shutdown() {
   // read() and write() leave once they see close_fd_ readable; then the descriptor
   // can go without another thread still polling or reusing its number.
   std::unique_lock lock(io_mu_);
-  std::lock_guard wl(watch_mu_);
   for (auto& q : queues_) {
     const int fd = q->fd.exchange(-1);
-    if (fd < 0) continue;
-    // An epoll set forgets the TUN only when the last descriptor of its open file goes,
-    // and a copy may live on elsewhere (wg-tun's daemon mode passes one to its child):
-    // leave the sets it was added to (epoll_watch), or they would stay readable for a
-    // descriptor nobody reads. close_fd_ stays in them: it wakes the waiter.
-    epoll_event ev{};
-    for (auto [epfd, watched] : watchers_)
-      if (watched == fd) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
   }
 }
 

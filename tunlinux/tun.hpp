@@ -138,16 +138,17 @@ public:
   // Stops with io_error while the interface is down, operation_canceled after close().
   size_t write(std::span<const std::span<uint8_t>> bufs, size_t offset, std::error_code& ec) override;
 
-  // Non-blocking reading (tun::Device): read_now() leaves nothing behind that only a read
-  // could find; if its buffers end inside a super-packet, the rest waits for the next
-  // read, and a thread in wait_readable() or read() is woken for it.
-  bool can_read_now() const override { return queues_[0]->kick_fd >= 0; }
-  bool wait_readable(std::error_code& ec) override;
+  // Reading without blocking, beside read(), for a caller that polls: read_now() places
+  // the packets queued now as read() does (0 when none are); wait_readable() blocks until
+  // read_now() may have some, false with operation_canceled after close(). If
+  // read_now()'s buffers end inside a super-packet, the rest waits for the next read of
+  // either kind, and a thread in wait_readable() or read() is woken for it.
+  bool wait_readable(std::error_code& ec);
   size_t read_now(std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
-                  std::error_code& ec) override;
-  // The TUN descriptor itself, added under the lock that closing takes (never a number
-  // reused after close), and the close eventfd, so that closing wakes the waiter.
-  bool epoll_watch(int epfd, bool on) override;
+                  std::error_code& ec);
+  // The same on queue `queue` (invalid_argument past queues()).
+  size_t read_now(size_t queue, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
+                  std::error_code& ec);
 
   // Options::queues; queue(i) reads queue i (queue(0) is *this), writes go by flow.
   size_t queues() const override { return queues_.size(); }
@@ -229,7 +230,6 @@ private:
   bool wait_readable_on(Queue& q, std::error_code& ec);
   size_t read_now_on(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                      std::error_code& ec);
-  bool epoll_watch_on(Queue& q, int epfd, bool on);
   // Reads until `want` packets or the queue is empty (drained); under q.read_mu.
   size_t read_queued(Queue& q, std::span<const std::span<uint8_t>> bufs, std::span<size_t> sizes, size_t offset,
                      size_t want, std::error_code& ec);
@@ -288,10 +288,6 @@ private:
   // read()/write() hold it shared while they use a queue's descriptor; shutdown() takes
   // it exclusively to close them once they have left.
   std::shared_mutex io_mu_;
-  // The epoll sets a queue descriptor was added to (epoll_watch: set, descriptor), which
-  // shutdown() makes leave it.
-  std::mutex watch_mu_;
-  std::vector<std::pair<int, int>> watchers_;
   std::atomic<bool> closed_{false};
   std::atomic<bool> deleted_{false};
   std::atomic<int> mtu_{0};

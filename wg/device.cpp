@@ -3,7 +3,6 @@
 #include "wg/device.hpp"
 
 #include <pthread.h>
-#include <sys/epoll.h>
 
 #include <algorithm>
 #include <iterator>
@@ -28,8 +27,6 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
-      answers_from_tun_(options.answer_from_tun && tun.can_read_now() && tun.queues() == 1),
-      light_possible_(answers_from_tun_ && options.one_thread_when_light),
       hs_load_(options.handshake_queue) {
   clock_ = options_.clock;
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
@@ -70,8 +67,6 @@ void Device::close() {
     { std::lock_guard lock(hs_mu_); }
     hs_cv_.notify_all();
     poke_timers();
-    { std::lock_guard lock(light_mu_); }
-    light_cv_.notify_all();
     { std::lock_guard lock(timer_mu_); }
     timer_round_cv_.notify_all();  // a clock_moved() waiting for a round that will not come
     for (auto& t : tun_threads_) t.join();
@@ -110,19 +105,11 @@ std::error_code Device::open_bind_locked() {
     std::unique_lock lock(config_mu_);
     listen_port_ = actual;
   }
-  if (light_possible_) {
-    std::lock_guard lock(light_mu_);
-    for (size_t r = 0; r < fns.size(); ++r) {
-      UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
-      if (ep && !bind_.also_wait_on(r, ep.get())) ep.reset();
-      light_epolls_.push_back(std::move(ep));
-    }
-  }
   receiver_buffers_ = batch_ * (fns.size() > 2 ? fns.size() - 2 : 0);
   buffers_.add_limit(static_cast<std::ptrdiff_t>(receiver_buffers_));
-  for (size_t r = 0; r < fns.size(); ++r) receivers_.emplace_back([this, fn = fns[r], r] {
+  for (auto& fn : fns) receivers_.emplace_back([this, fn] {
     name_thread("wg-udp-recv");
-    bind_receiver(fn, r);
+    bind_receiver(fn);
   });
   return {};
 }
@@ -136,12 +123,6 @@ void Device::close_bind_locked() {
   receivers_stop_ = false;
   buffers_.add_limit(-static_cast<std::ptrdiff_t>(receiver_buffers_));
   receiver_buffers_ = 0;
-  // A TUN lent to a receiver comes back to the reader (closing the epoll instances
-  // drops its registration).
-  std::lock_guard lock(light_mu_);
-  take_back_tun_locked();
-  light_epolls_.clear();
-  last_receiver_ = -1;
 }
 
 bool Device::keep_reading_after(const std::error_code& ec, unsigned& failures, const char* what, bool loud) {

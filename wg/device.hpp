@@ -19,7 +19,6 @@
 #include "bind/bind.hpp"
 #include "tun/device.hpp"
 #include "wg/allowed_ips.hpp"
-#include "wg/base/fd.hpp"
 #include "wg/cookie.hpp"
 #include "wg/handshake_load.hpp"
 #include "wg/index_table.hpp"
@@ -45,13 +44,6 @@ struct DeviceOptions {
   // Batches up to this size are sealed or opened on the reading thread, saving the
   // workers' two wake-ups. 0: every batch with at most 2 cores, else kInlineBatch.
   size_t inline_batch = 0;
-  // After a light receive pass, the receiving thread reads and sends what the TUN holds
-  // (the kernel's reply) itself. Needs a one-queue TUN that can read_now().
-  bool answer_from_tun = true;
-  // With light traffic, the TUN reader lends the TUN to a receiving thread that serves
-  // both (lend_tun, serve_tun), so a round trip wakes one thread per side, not two.
-  // Needs answer_from_tun, tun::Device::epoll_watch and conn::Bind::also_wait_on.
-  bool one_thread_when_light = true;
   // The clock of every protocol decision (timers, ages, cookies, load). Empty: Clock::now.
   // A test that moves it calls Device::clock_moved() after each move.
   std::function<TimePoint()> clock;
@@ -76,12 +68,6 @@ struct DeviceStats {
   std::atomic<uint64_t> cookie_replies_sent{0};
   std::atomic<uint64_t> cookie_replies_received{0};  // valid ones, from a peer under load
   std::atomic<uint64_t> handshakes_computed{0};     // passed macs and load check: cost a DH
-  std::atomic<uint64_t> tun_answers{0};             // sent by answer_from_tun
-  // One thread when light: TUN lent, given back (not when the bind closes), packets
-  // read by the receiving thread while it had it.
-  std::atomic<uint64_t> tun_handovers{0};
-  std::atomic<uint64_t> tun_returns{0};
-  std::atomic<uint64_t> tun_light_reads{0};
 };
 
 class Device {
@@ -142,12 +128,6 @@ public:
   bool clock_moved();
   size_t batch_size() const { return batch_; }
   const BufferPool& buffers() const { return buffers_; }
-  // one_thread_when_light: light reads in a row (over at least kLightWindow) before the
-  // reader lends the TUN; packets per kLightWindow past which it is given back.
-  static constexpr unsigned kLightReads = 8;
-  static constexpr size_t kLightBurst = 32;
-  static constexpr std::chrono::microseconds kLightWindow{1000};
-
   // --- used by peers and the pipeline (send.cpp, receive.cpp) ---
   void send_initiation(Peer& p, bool retry);
   void send_keepalive(Peer& p);
@@ -174,40 +154,13 @@ private:
   void tun_reader(tun::Device& dev);
   // Stages each packet with its peer; returns k, the unrouted buffers moved to bufs[0..k).
   size_t route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n);
-  // On a receiving thread after a pass of at most kAnswerPass datagrams: sends what the
-  // TUN holds now, unless the reader holds tun_order_mu_.
-  void answer_from_tun();
-  // Reads what the TUN holds now into up to kAnswerBuffers buffers and stages it
-  // (tun_order_mu_ held).
-  struct NowRead {
-    size_t buffers = 0;  // taken from the pool (0: none free, nothing read)
-    size_t packets = 0;  // read and staged
-    std::error_code ec;
-  };
-  NowRead stage_from_tun_now(std::atomic<uint64_t>& counter);
-  static constexpr size_t kAnswerPass = 4;
-  static constexpr size_t kAnswerBuffers = 64;  // a 64 KB TSO packet at MSS >= 1024 fits
-  // On the reader after kLightReads light reads: lends the TUN to the receiving thread
-  // that last handed on transport data and sleeps until it returns; false if not lent.
-  bool lend_tun();
-  // Packets a receiving thread served within the current kLightWindow.
-  struct LightWindow {
-    std::chrono::steady_clock::time_point start{};
-    size_t packets = 0;
-  };
-  // On receiving thread `r` holding the TUN, after a pass of `n`: sends what the TUN
-  // holds; returns it past kAnswerPass, past kLightBurst per window, or on error.
-  void serve_tun(size_t r, size_t n, LightWindow& window);
-  void return_tun(size_t r);
-  // light_mu_ held.
-  void take_back_tun_locked();
   void stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n);
   void send_staged(Peer& p);
   void encrypt_batch(Batch& b);
   void flush_outbound(Peer& p, Batch* done);
   void send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams);
   // receive.cpp
-  void bind_receiver(conn::ReceiveFn receive, size_t r);
+  void bind_receiver(conn::ReceiveFn receive);
   void release_inbound(Batch& b);
   void decrypt_batch(Batch& b);
   void flush_inbound(Peer& p, Batch* done);
@@ -261,28 +214,15 @@ private:
   BufferPool buffers_;
   StagingBudget staging_;                   // packets staged across all peers
   const size_t inline_batch_;               // DeviceOptions::inline_batch resolved
-  const bool answers_from_tun_;             // answer_from_tun, on a one-queue TUN that can read_now()
   BatchPool batches_;
 
   // --- bind state, guarded by bind_mu_ ---
-  // Held by a TUN reading thread from read until staged: keeps the packets' order.
-  std::mutex tun_order_mu_;
   std::mutex bind_mu_;
   std::vector<std::thread> receivers_;
   size_t receiver_buffers_ = 0;  // added to the buffer limit for receivers past two
   // Set while the bind closes, so a receiver waiting for buffers gives up.
   std::atomic<bool> receivers_stop_{false};
   std::atomic<bool> up_{false};
-
-  // --- one thread when light (lend_tun, serve_tun) ---
-  const bool light_possible_;  // one_thread_when_light and answers_from_tun_
-  std::mutex light_mu_;
-  std::condition_variable light_cv_;  // the reader waits on it while the TUN is lent
-  // Per receiver, the epoll set its receive also waits on; invalid where the Bind cannot.
-  std::vector<UniqueFd> light_epolls_;
-  std::atomic<int> tun_server_{-1};     // the receiver the TUN is lent to; -1: the reader's
-  std::atomic<int> last_receiver_{-1};  // the receiver that last handed on transport data
-  std::atomic<uint64_t> heavy_passes_{0};  // receive passes past kAnswerPass
 
   // --- crypto jobs ---
   std::mutex jobs_mu_;

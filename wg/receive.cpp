@@ -45,7 +45,7 @@ size_t inner_packet_length(const uint8_t* p, size_t n) {
 // (a coalesced message, conn::ReceiveFn): each batch entry then points into it and holds
 // one share of it (BufferPool::share), and the entry that drops the last share gives the
 // buffer back (release_inbound). Buffers no entry took stay for the next receive.
-void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
+void Device::bind_receiver(conn::ReceiveFn receive) {
   std::array<uint8_t*, kMaxBatch> bufs{};
   std::array<std::span<uint8_t>, kMaxBatch> spans;
   std::array<uint8_t*, kMaxBatch> at{};
@@ -64,7 +64,6 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
     have += got;
   }
   unsigned failures = 0;  // receives failed in a row
-  LightWindow light_window;  // while this thread serves the TUN (serve_tun)
 
   for (;;) {
     for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize};
@@ -72,8 +71,6 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
     size_t n = receive(std::span(spans.data(), have), std::span(at.data(), have), std::span(sizes.data(), have),
                        std::span(eps.data(), have), ec);
     if (ec) {
-      // A failing socket must not hold the TUN: the reader takes it back meanwhile.
-      if (tun_server_.load(std::memory_order_relaxed) == static_cast<int>(r)) return_tun(r);
       if (!keep_reading_after(ec, failures, "receive", false)) break;
       continue;
     }
@@ -140,14 +137,12 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
 
     // Every share is counted before any batch is handed on (a worker may drop them at
     // once); the buffers no entry took stay.
-    size_t kept = 0, handed = 0;
+    size_t kept = 0;
     for (size_t j = 0; j < have; ++j) {
-      if (shares[j] == 0) {
+      if (shares[j] == 0)
         bufs[kept++] = bufs[j];
-        continue;
-      }
-      if (shares[j] > 1) BufferPool::share(bufs[j], shares[j]);
-      ++handed;
+      else if (shares[j] > 1)
+        BufferPool::share(bufs[j], shares[j]);
     }
     for (size_t q = 0; q < ready_n; ++q) {
       {
@@ -156,16 +151,6 @@ void Device::bind_receiver(conn::ReceiveFn receive, size_t r) {
       }
       submit(ready[q]);
     }
-    if (light_possible_) {
-      if (handed > 0 && last_receiver_.load(std::memory_order_relaxed) != static_cast<int>(r))
-        last_receiver_.store(static_cast<int>(r), std::memory_order_relaxed);
-      if (n > kAnswerPass) heavy_passes_.fetch_add(1, std::memory_order_relaxed);
-    }
-    const int server = tun_server_.load(std::memory_order_acquire);
-    if (server == static_cast<int>(r))
-      serve_tun(r, n, light_window);
-    else if (server < 0 && handed > 0 && n <= kAnswerPass && answers_from_tun_)
-      answer_from_tun();  // not while another receiver serves the TUN: it reads there
     while (kept < batch_) {
       size_t got = buffers_.take(bufs.data() + kept, batch_ - kept, &receivers_stop_);
       if (got == 0) break;  // stopping

@@ -2,8 +2,7 @@
 //
 // Outbound flow:
 //  1. tun_reader reads a batch of plaintext packets from the tun::Device into pooled
-//     buffers, kHeadroom bytes in, so the transport header can be prepended in place
-//     (or, when traffic is light, a receiving thread does: answer_from_tun).
+//     buffers, kHeadroom bytes in, so the transport header can be prepended in place.
 //  2. Each packet is routed by its destination through the allowed-IPs trie to a peer.
 //  3. stage_packets appends them to the peer's staged queue; send_staged takes the
 //     current keypair (or asks for a handshake), assigns nonces in order and cuts batches.
@@ -20,23 +19,13 @@
 
 namespace wg {
 
-// 1-2. Read and route; one reader per queue of the device. With answer_from_tun (a
-// device of one queue that reads without blocking, tun::Device::can_read_now: the kernel
-// TUN), the reader waits for it outside tun_order_mu_ and reads,
-// routes and stages under it, as answer_from_tun() does on a receiving thread: whichever
-// thread reads packets stages them before the other reads more, so their order holds.
+// 1-2. Read and route; one reader per queue of the device.
 void Device::tun_reader(tun::Device& dev) {
   std::array<uint8_t*, kMaxBatch> bufs{};
   std::array<std::span<uint8_t>, kMaxBatch> spans;
   std::array<size_t, kMaxBatch> sizes{};
   size_t have = 0;
   unsigned failures = 0;  // reads failed in a row
-  // Read without blocking only where answer_from_tun may read too (one queue): the
-  // order lock would otherwise be one more lock per batch, and shared by every queue's reader.
-  const bool now_reads = answers_from_tun_;
-  unsigned light_reads = 0;  // reads of at most kAnswerPass packets in a row (lend_tun)
-  uint64_t heavy_before = 0;  // heavy_passes_ when that run began
-  std::chrono::steady_clock::time_point light_from;  // and when
 
   while (!closing_) {
     while (have < batch_) {
@@ -48,19 +37,8 @@ void Device::tun_reader(tun::Device& dev) {
     for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
 
     std::error_code ec;
-    size_t n = 0;
-    std::unique_lock<std::mutex> order;
-    if (now_reads) {
-      if (dev.wait_readable(ec)) {
-        order = std::unique_lock(tun_order_mu_);
-        n = dev.read_now(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
-      }
-    } else {
-      n = dev.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
-    }
+    const size_t n = dev.read(std::span(spans.data(), have), std::span(sizes.data(), have), kHeadroom, ec);
     if (ec) {
-      order = {};
-      light_reads = 0;
       // Logged once per run of failures; a device failing every read is not spun on.
       if (!keep_reading_after(ec, failures, "tun read", true)) break;
       continue;
@@ -69,71 +47,8 @@ void Device::tun_reader(tun::Device& dev) {
     const size_t kept = route_and_stage(bufs.data(), sizes.data(), n);
     for (size_t i = n; i < have; ++i) bufs[kept + i - n] = bufs[i];
     have = kept + (have - n);
-    if (!light_possible_) continue;
-    if (order.owns_lock()) order.unlock();
-    if (n > kAnswerPass) {
-      light_reads = 0;
-    } else if (light_reads++ == 0) {
-      heavy_before = heavy_passes_.load(std::memory_order_relaxed);
-      light_from = std::chrono::steady_clock::now();
-    } else if (light_reads >= kLightReads) {
-      // Small reads, but not a stream of them (fewer than kLightReads per kLightWindow),
-      // and no large receive pass between.
-      if (heavy_passes_.load(std::memory_order_relaxed) == heavy_before &&
-          std::chrono::steady_clock::now() - light_from >= kLightWindow)
-        lend_tun();
-      light_reads = 0;
-    }
   }
   buffers_.give(bufs.data(), have);
-}
-
-bool Device::lend_tun() {
-  std::unique_lock lock(light_mu_);
-  const int r = last_receiver_.load(std::memory_order_relaxed);
-  if (r < 0 || static_cast<size_t>(r) >= light_epolls_.size() || !light_epolls_[r] || closing_) return false;
-  // Lent before the TUN joins r's epoll set: a receiver woken by it serves it at once.
-  tun_server_.store(r, std::memory_order_release);
-  if (!tun_.epoll_watch(light_epolls_[r].get(), true)) {
-    tun_server_.store(-1, std::memory_order_release);
-    return false;
-  }
-  stats_.tun_handovers.fetch_add(1, std::memory_order_relaxed);
-  light_cv_.wait(lock, [&] { return tun_server_.load(std::memory_order_relaxed) < 0 || closing_; });
-  return true;
-}
-
-void Device::serve_tun(size_t r, size_t n, LightWindow& window) {
-  const auto now = std::chrono::steady_clock::now();
-  if (now - window.start >= kLightWindow) window = {now, 0};
-  window.packets += n;
-  bool give_back = n > kAnswerPass;
-  if (!give_back) {
-    std::lock_guard order(tun_order_mu_);  // uncontended: the reader sleeps
-    // A failing device is the reader's to report, once it has the TUN back. All buffers
-    // filled: the rest of a super-packet may wait in the device, unsignalled on the epoll
-    // instance (tun::Device::epoll_watch), so the reader takes over.
-    const NowRead got = stage_from_tun_now(stats_.tun_light_reads);
-    window.packets += got.packets;
-    give_back = got.buffers == 0 || got.ec || got.packets > kAnswerPass || got.packets == got.buffers ||
-                window.packets > kLightBurst;
-  }
-  if (give_back) return_tun(r);
-}
-
-void Device::return_tun(size_t r) {
-  std::lock_guard lock(light_mu_);
-  if (tun_server_.load(std::memory_order_relaxed) != static_cast<int>(r)) return;
-  take_back_tun_locked();
-  stats_.tun_returns.fetch_add(1, std::memory_order_relaxed);
-}
-
-void Device::take_back_tun_locked() {
-  const int r = tun_server_.load(std::memory_order_relaxed);
-  if (r >= 0 && static_cast<size_t>(r) < light_epolls_.size() && light_epolls_[r])
-    tun_.epoll_watch(light_epolls_[r].get(), false);
-  tun_server_.store(-1, std::memory_order_release);
-  light_cv_.notify_all();
 }
 
 size_t Device::route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n) {
@@ -172,28 +87,6 @@ size_t Device::route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n) {
     stage_packets(*peer, group.data(), group_sizes.data(), g);
   }
   return kept;
-}
-
-Device::NowRead Device::stage_from_tun_now(std::atomic<uint64_t>& counter) {
-  std::array<uint8_t*, kAnswerBuffers> bufs;
-  std::array<std::span<uint8_t>, kAnswerBuffers> spans;
-  std::array<size_t, kAnswerBuffers> sizes{};
-  NowRead r;
-  r.buffers = buffers_.try_take(bufs.data(), bufs.size());
-  if (r.buffers == 0) return r;
-  for (size_t i = 0; i < r.buffers; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
-  r.packets = tun_.read_now(std::span(spans.data(), r.buffers), std::span(sizes.data(), r.buffers), kHeadroom, r.ec);
-  if (r.packets > 0) counter.fetch_add(r.packets, std::memory_order_relaxed);
-  size_t kept = r.packets > 0 ? route_and_stage(bufs.data(), sizes.data(), r.packets) : 0;
-  for (size_t i = r.packets; i < r.buffers; ++i) bufs[kept++] = bufs[i];
-  buffers_.give(bufs.data(), kept);
-  return r;
-}
-
-void Device::answer_from_tun() {
-  std::unique_lock order(tun_order_mu_, std::try_to_lock);
-  if (!order.owns_lock()) return;  // the reader is at it
-  stage_from_tun_now(stats_.tun_answers);  // a failing device is the reader's to report
 }
 
 // 3. Stage, then send what a session allows.

@@ -1,7 +1,6 @@
 // wg::Device over the kernel TUN ([root], each case in a network namespace of its own,
-// as in tunlinux_test.cpp): read faults around the real TUN, answers read by the
-// receiving thread, one thread per side when traffic is light, a reader per queue of a
-// multi-queue TUN.
+// as in tunlinux_test.cpp): read faults around the real TUN, the kernel's answers, a
+// reader per queue of a multi-queue TUN.
 #include <catch2/catch.hpp>
 
 #include <poll.h>
@@ -11,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -68,19 +66,6 @@ void pair_up(wg::Device& a, wg::Device& b,
   b.add_allowed_ip(*to_a, *wg::IpPrefix::parse("198.19.0.1/32"));
   a.set_endpoint(*to_b, endpoint(b.listen_port()));
   b.set_endpoint(*to_a, endpoint(a.listen_port()));
-}
-
-// The descriptors of this process's epoll instances that poll readable, each after a
-// space ("" if none).
-std::string readable_epolls() {
-  std::string out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code lec;
-    if (std::filesystem::read_symlink(e.path(), lec) != "anon_inode:[eventpoll]") continue;
-    pollfd p{std::stoi(e.path().filename().string()), POLLIN, 0};
-    if (::poll(&p, 1, 0) == 1) out += " " + e.path().filename().string();
-  }
-  return out;
 }
 
 }  // namespace
@@ -160,175 +145,31 @@ TEST_CASE("tun: the core over a real TUN survives read faults and does not spin 
 }
 
 // The core over the real TUN: the kernel's answer to a packet the device just wrote (an
-// echo reply) is read and sent by the receiving thread (DeviceStats::tun_answers), or with
-// DeviceOptions::answer_from_tun off by the TUN reader; either way it arrives.
+// echo reply) is read by the TUN reader and sent back.
 //
 //   B (MemoryDevice) echo request -> MemoryBind -> A -> wgt0 -> kernel -> echo reply ->
 //   wgt0 -> A -> MemoryBind -> B
-TEST_CASE("tun: the core answers from the receiving thread, or leaves it to the reader when told",
-          "[tunlinux][root]") {
+TEST_CASE("tun: the core answers echo requests through the kernel", "[tunlinux][root]") {
   WGNET_REQUIRE_ROOT();
   require_in_netns([] {
-    for (bool answer : {true, false}) {
-      step(answer ? "answer_from_tun on" : "answer_from_tun off");
-      auto tun = make_tun(1420);
-      conn::MemoryNetwork net;
-      conn::MemoryBind bind_a(net), bind_b(net);
-      tun::MemoryDevice mem_b;
-      wg::DeviceOptions opts;
-      opts.answer_from_tun = answer;
-      wg::Device a(*tun, bind_a, opts), b(mem_b, bind_b);
-      pair_up(a, b);
-      bring_up();
-      for (uint16_t seq = 1; seq <= 50; ++seq) {
-        auto req = echo_request(0x7767, seq, 0);
-        EXPECT(mem_b.inject(req));
-        for (;;) {
-          auto p = mem_b.take(5s);
-          EXPECT_MSG(p, "no reply to echo request " + std::to_string(seq));
-          if (is_echo_reply(0x7767, seq)(*p)) break;
-        }
+    auto tun = make_tun(1420);
+    conn::MemoryNetwork net;
+    conn::MemoryBind bind_a(net), bind_b(net);
+    tun::MemoryDevice mem_b;
+    wg::Device a(*tun, bind_a), b(mem_b, bind_b);
+    pair_up(a, b);
+    bring_up();
+    for (uint16_t seq = 1; seq <= 50; ++seq) {
+      auto req = echo_request(0x7767, seq, 0);
+      EXPECT(mem_b.inject(req));
+      for (;;) {
+        auto p = mem_b.take(5s);
+        EXPECT_MSG(p, "no reply to echo request " + std::to_string(seq));
+        if (is_echo_reply(0x7767, seq)(*p)) break;
       }
-      const uint64_t answers = a.stats().tun_answers.load();
-      // Each reply is the kernel's answer to what a receiving pass wrote, made while it
-      // wrote; the pass reads it right after, unless the TUN reader, woken by the same
-      // reply, got tun_order_mu_ first (it has to wake up for that: the pass, already
-      // running, wins nearly always; all 50 lost would take a reader that never sleeps).
-      if (answer)
-        EXPECT_MSG(answers >= 1, "no reply left from the receiving thread");
-      else
-        EXPECT(answers == 0);
-      a.close();
-      b.close();
     }
-  });
-}
-
-// One thread per side when traffic is light (DeviceOptions::one_thread_when_light): after
-// light reads the TUN reader lends the TUN to the receiving thread, which then reads
-// both the socket and the TUN (tun_light_reads: every packet the kernel sends while lent
-// is read there, the reader sleeping); a super-packet makes it give the TUN back, light
-// traffic lends it again, and a TUN closed while lent is given back. Off: never lent.
-//
-//   kernel -> wgt0 (Tun) -> A -> LinuxBind -- 127.0.0.1 -- LinuxBind -> B (MemoryDevice)
-TEST_CASE("tun: with light traffic a receiving thread serves the TUN too, and gives it back when traffic grows",
-          "[tunlinux][root]") {
-  WGNET_REQUIRE_ROOT();
-  require_in_netns([] {
-    using namespace std::chrono_literals;
-    sh("ip link set lo up");
-    for (bool light : {true, false}) {
-      step(light ? "one_thread_when_light on" : "one_thread_when_light off");
-      auto tun = make_tun(1420);
-      conn::LinuxBind bind_a, bind_b;
-      tun::MemoryDevice mem_b;
-      wg::DeviceOptions opts;
-      opts.one_thread_when_light = light;
-      wg::Device a(*tun, bind_a, opts), b(mem_b, bind_b);
-      pair_up(a, b, [](uint16_t port) { return *conn::Endpoint::parse("127.0.0.1:" + std::to_string(port)); });
-      bring_up();
-      const auto& st = a.stats();
-      // Datagrams i..i+count to 198.19.0.2:9, sent one at a time, each reaching B in order,
-      // 1 ms apart: light traffic (fewer than Device::kLightReads per kLightWindow).
-      auto one_by_one = [&](int from, int count) {
-        for (int i = from; i < from + count; ++i) {
-          const std::string payload = "datagram " + std::to_string(i);
-          send_udp(payload);
-          for (;;) {
-            auto p = mem_b.take(5s);
-            EXPECT_MSG(p, payload + " never reached B");
-            if (!is_udp_to_discard(*p)) continue;
-            EXPECT_MSG(std::string(p->begin() + 28, p->end()) == payload, "not " + payload);
-            break;
-          }
-          std::this_thread::sleep_for(wg::Device::kLightWindow);
-        }
-      };
-
-      step("echo requests from B: each answered (A's receiving thread now had traffic)");
-      for (uint16_t seq = 1; seq <= 20; ++seq) {
-        EXPECT(mem_b.inject(echo_request(0x7767, seq, 0)));
-        for (;;) {
-          auto p = mem_b.take(5s);
-          EXPECT_MSG(p, "no reply to echo request " + std::to_string(seq));
-          if (is_echo_reply(0x7767, seq)(*p)) break;
-        }
-      }
-
-      step("datagrams from the kernel one at a time: light reads, so the reader lends the TUN");
-      // Each is a read of one packet, by the reader unless it lent the TUN already (the
-      // replies above may have made enough light reads): kLightReads of them, spread over
-      // more than kLightWindow, lend it.
-      one_by_one(0, static_cast<int>(wg::Device::kLightReads));
-      if (light)
-        EXPECT_MSG(eventually([&] { return st.tun_handovers.load() == 1; }, 2s),
-                   std::to_string(st.tun_handovers.load()) + " handovers");
-      else
-        EXPECT(st.tun_handovers.load() == 0);
-
-      step("100 more: all read by the receiving thread");
-      const uint64_t before = st.tun_light_reads.load();
-      one_by_one(100, 100);
-      if (light) {
-        EXPECT_MSG(st.tun_light_reads.load() - before >= 100,
-                   std::to_string(st.tun_light_reads.load() - before) + " of 100 read while lent");
-        EXPECT(st.tun_handovers.load() == 1);
-        EXPECT(st.tun_returns.load() == 0);
-      } else {
-        EXPECT(st.tun_light_reads.load() == 0);
-      }
-
-      step("a 40-segment super-packet: every segment arrives, in order; the TUN goes back");
-      std::vector<uint8_t> data(40 * 1000);
-      for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>('A' + i / 1000);  // segment k: 'A' + k
-      EXPECT(wgtest::send_udp_segmented(kPeer, 9, 1000, data));
-      for (int seg = 0; seg < 40; ++seg) {
-        for (;;) {
-          auto p = mem_b.take(5s);
-          EXPECT_MSG(p, "segment " + std::to_string(seg) + " never reached B");
-          if (!is_udp_to_discard(*p)) continue;
-          EXPECT(p->size() == 1028);
-          EXPECT_MSG((*p)[28] == 'A' + seg && (*p)[1027] == 'A' + seg,
-                     "segment " + std::to_string((*p)[28] - 'A') + " where " + std::to_string(seg) + " belongs");
-          break;
-        }
-      }
-      // It goes back after the segments were sent, maybe just after B had them all.
-      if (light) EXPECT(eventually([&] { return st.tun_returns.load() == 1; }, 2s));
-
-      step("light again: lent again, and the datagrams still arrive in order");
-      one_by_one(200, static_cast<int>(wg::Device::kLightReads) + 2);
-      if (light) {
-        EXPECT_MSG(eventually([&] { return st.tun_handovers.load() == 2; }, 2s),
-                   std::to_string(st.tun_handovers.load()) + " handovers");
-        one_by_one(300, 10);
-
-        step("the TUN closes while lent, its file open elsewhere too: given back, and no spinning");
-        // A copy of the descriptor (as wg-tun's daemon mode hands its child) keeps the
-        // interface and its queue: the epoll set must forget the TUN all the same, or
-        // packets queued there would wake the receiving thread for ever.
-        int copy = -1;
-        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-          std::error_code lec;
-          if (std::filesystem::read_symlink(e.path(), lec) == "/dev/net/tun")
-            copy = ::dup(std::stoi(e.path().filename().string()));
-        }
-        EXPECT(copy >= 0);
-        wg::UniqueFd keep(copy);
-        tun->close();
-        EXPECT(eventually([&] { return st.tun_returns.load() == 2; }, 2s));
-        for (int i = 0; i < 5; ++i) send_udp("queued after close");  // waits in the kept file's queue
-        // A thread waiting on a set that stays readable wakes at once, again and again: no
-        // epoll set of this process may poll readable now (that state, not the CPU it
-        // costs, which load changes).
-        const std::string readable = readable_epolls();
-        EXPECT_MSG(readable.empty(), "epoll sets readable after the close:" + readable);
-      } else {
-        EXPECT(st.tun_handovers.load() == 0 && st.tun_returns.load() == 0 && st.tun_light_reads.load() == 0);
-      }
-      a.close();
-      b.close();
-    }
+    a.close();
+    b.close();
   });
 }
 
