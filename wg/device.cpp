@@ -27,7 +27,7 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
-      hs_load_(options.handshake_queue) {
+      admission_(options.handshake_queue) {
   clock_ = options_.clock;
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
   // Named for ps, top -H, perf and gdb (a thread otherwise inherits its creator's name).
@@ -186,7 +186,7 @@ void Device::set_private_key(const std::optional<PrivateKey>& key) {
   {
     std::unique_lock lock(config_mu_);
     identity_ = std::move(id);
-    if (identity_) cookie_checker_.init(identity_->public_key);  // mac1/cookie keys from our public key
+    if (identity_) admission_.set_identity(identity_->public_key);  // mac1/cookie keys from our public key
     renew.reserve(peers_.size());
     for (auto& [k, p] : peers_) {
       std::lock_guard hl(p->handshake_mu_);
@@ -347,24 +347,17 @@ void Device::initiate_handshake(Peer& p) { send_initiation(p, false); }
 void Device::store_endpoint(Peer& p, const conn::Endpoint* ep) {
   const auto& old = p.endpoint_;
   if (!(old && ep && old->same_destination(*ep)) && (old || ep)) {
-    uint8_t b[18];
-    std::lock_guard lock(known_mu_);
-    if (old) {
-      auto it = known_endpoints_.find(std::string(reinterpret_cast<char*>(b), old->destination_bytes(b)));
-      if (it != known_endpoints_.end() && --it->second == 0) known_endpoints_.erase(it);
-    }
     // A handshake that raced with remove_peer may store an endpoint after remove_peer
     // took the peer's out: that one stays counted, which only lets its address skip the
-    // cookie round trip within HandshakeLoad's budget.
-    if (ep) ++known_endpoints_[std::string(reinterpret_cast<char*>(b), ep->destination_bytes(b))];
+    // cookie round trip within the known endpoints' budget.
+    uint8_t before[18], after[18];
+    std::optional<std::span<const uint8_t>> b, a;
+    if (old) b = std::span<const uint8_t>(before, old->destination_bytes(before));
+    if (ep) a = std::span<const uint8_t>(after, ep->destination_bytes(after));
+    admission_.endpoint_moved(b, a);
   }
   if (ep) p.endpoint_ = *ep;
   else p.endpoint_.reset();
-}
-
-bool Device::known_endpoint(std::span<const uint8_t> destination) {
-  std::lock_guard lock(known_mu_);
-  return known_endpoints_.contains(std::string(reinterpret_cast<const char*>(destination.data()), destination.size()));
 }
 
 void Device::set_persistent_keepalive(Peer& p, uint16_t seconds) {

@@ -19,14 +19,12 @@
 #include "bind/bind.hpp"
 #include "tun/device.hpp"
 #include "wg/allowed_ips.hpp"
-#include "wg/cookie.hpp"
-#include "wg/handshake_load.hpp"
+#include "wg/handshake_admission.hpp"
 #include "wg/index_table.hpp"
 #include "wg/noise.hpp"
 #include "wg/peer.hpp"
 #include "wg/batch.hpp"
 #include "wg/buffer_pool.hpp"
-#include "wg/ratelimiter.hpp"
 
 namespace wg {
 
@@ -165,9 +163,8 @@ private:
   void decrypt_batch(Batch& b);
   void flush_inbound(Peer& p, Batch* done);
   void queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from);
-  // p.endpoint_mu_ held; keeps known_endpoints_ in step.
+  // p.endpoint_mu_ held; keeps admission_'s known endpoints in step.
   void store_endpoint(Peer& p, const conn::Endpoint* ep);
-  bool known_endpoint(std::span<const uint8_t> destination);
   void handshake_worker();
   void handle_handshake(HandshakeJob& job, bool under_load);
   void consume_initiation_message(HandshakeJob& job);
@@ -208,8 +205,6 @@ private:
   uint16_t listen_port_ = 0;
   uint32_t fwmark_ = 0;
 
-  CookieChecker cookie_checker_;
-  RateLimiter rate_limiter_;
   IndexTable index_table_;
   BufferPool buffers_;
   StagingBudget staging_;                   // packets staged across all peers
@@ -235,11 +230,7 @@ private:
   std::condition_variable hs_cv_;
   std::deque<HandshakeJob> hs_jobs_;
   std::atomic<size_t> hs_queued_{0};  // hs_jobs_.size(), read without the lock
-  HandshakeLoad hs_load_;             // the handshake thread's only
-  // Peers' endpoints with a count each; under load, an initiation from one may skip the
-  // cookie round trip (HandshakeLoad::spend_known).
-  std::mutex known_mu_;
-  std::unordered_map<std::string, uint32_t> known_endpoints_;
+  HandshakeAdmission admission_;
 
   // --- timers ---
   std::mutex timer_mu_;

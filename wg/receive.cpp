@@ -267,15 +267,12 @@ void Device::flush_inbound(Peer& p, Batch* done) {
 // was) must still get in. The checks (two keyed BLAKE2s unless mac2 is zero, a hash
 // lookup) are spent only while the queue is full.
 void Device::queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from) {
-  const size_t limit = options_.handshake_queue;
   const size_t queued = hs_queued_.load(std::memory_order_relaxed);
-  if (queued >= limit) {
+  if (queued >= options_.handshake_queue) {  // else admitted without looking
     uint8_t src[18];
-    size_t src_len = from.destination_bytes(src);
-    const std::span<const uint8_t> source(src, src_len);
-    if (queued >= limit + limit / 8 ||
-        (!cookie_checker_.check_mac2(std::span(msg, size), source, now()) &&
-         !(classify_message(msg, size) == MessageType::initiation && known_endpoint(source)))) {
+    const std::span<const uint8_t> source(src, from.destination_bytes(src));
+    const auto type = classify_message(msg, size);
+    if (!type || !admission_.may_queue(std::span(msg, size), *type, source, queued, now())) {
       stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -302,7 +299,7 @@ void Device::handshake_worker() {
       job = hs_jobs_.front();
       hs_jobs_.pop_front();
       hs_queued_.store(hs_jobs_.size(), std::memory_order_relaxed);
-      under_load = hs_load_.under_load(hs_jobs_.size(), now());
+      under_load = admission_.under_load(hs_jobs_.size(), now());
     }
     handle_handshake(job, under_load);
   }
@@ -319,40 +316,26 @@ void Device::handle_handshake(HandshakeJob& job, bool under_load) {
     std::shared_lock lock(config_mu_);
     if (!identity_) return;
   }
-  std::span<const uint8_t> msg(job.data, job.size);
-  if (!cookie_checker_.check_mac1(msg)) {
-    stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  if (under_load) {
-    auto now = this->now();
-    uint8_t src[18];
-    size_t src_len = job.from.destination_bytes(src);
-    // Without a cookie: a reply with one, unless the message comes from where a peer of
-    // ours is (a rekey, a restarted peer) and the budget for those allows it: then it
-    // is answered at once, without the round trip (REKEY_TIMEOUT for the peer). A flood
-    // spoofing peers' endpoints spends only that budget, then gets cookies like the rest.
-    if (!cookie_checker_.check_mac2(msg, std::span<const uint8_t>(src, src_len), now)) {
-      if (*type == MessageType::initiation && known_endpoint(std::span<const uint8_t>(src, src_len)) &&
-          hs_load_.spend_known(now)) {
-        stats_.handshakes_computed.fetch_add(1, std::memory_order_relaxed);
-        consume_initiation_message(job);
-        return;
-      }
+  const std::span<const uint8_t> msg(job.data, job.size);
+  uint8_t src[18];
+  const std::span<const uint8_t> source(src, job.from.destination_bytes(src));
+  const auto now = this->now();
+  switch (admission_.admit(msg, *type, source, endpoint_ip(job.from), under_load, now)) {
+    case HandshakeAdmission::Verdict::drop:
+      stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case HandshakeAdmission::Verdict::cookie_reply: {
       uint32_t sender;
       std::memcpy(&sender, job.data + 4, 4);
-      auto reply = cookie_checker_.create_reply(msg, sender, std::span<const uint8_t>(src, src_len), now);
+      const auto reply = admission_.cookie_reply(msg, sender, source, now);
       std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&reply), sizeof reply);
       std::error_code ec;
       bind_.send(std::span(&d, 1), job.from, ec);
       stats_.cookie_replies_sent.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    auto ip = endpoint_ip(job.from);
-    if (!ip || !rate_limiter_.allow(*ip, now)) {
-      stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
+    case HandshakeAdmission::Verdict::consume:
+      break;
   }
   stats_.handshakes_computed.fetch_add(1, std::memory_order_relaxed);
   if (*type == MessageType::initiation) consume_initiation_message(job);

@@ -161,7 +161,7 @@ struct DeviceFuzzAccess {
       // after 135,000 inputs).
       if (d.timer_peers_.empty()) std::vector<PeerPtr>().swap(d.timer_peers_);
     }
-    d.rate_limiter_.clear();
+    d.admission_.clear_rate_limiter();
   }  // the peers go here, with the lock released
 };
 
