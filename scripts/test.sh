@@ -43,12 +43,12 @@ sanitizer_stages() {
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest build-asan --output-on-failure -j"$jobs" -L unit
 
-  step "tsan build: device, device-clock, buffer-pool, seam-fault, UAPI server, TUN echo, read_now and multi-queue, dialer cancellation, lifetime and several-Stack tests under TSan"
+  step "tsan build: device, device-clock, buffer-pool, seam-fault, timer-list, work-queue, UAPI server, TUN echo, read_now and multi-queue, dialer cancellation, lifetime and several-Stack tests under TSan"
   cmake --preset tsan >/dev/null
   cmake --build build-tsan -j"$jobs" --target wgnet_tests netstack_tests netstack_lifetime_tests netstack_multi_tests
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     run_ctest build-tsan --output-on-failure \
-    -R '^(device|device clock|pool|seams|uapi server|netstack cancel|netstack lifetime|netstack multi|dial_order):|^netstack: (async_dial_tcp by name|a dead address|a dial by name|async_dial_udp by name)|^tun: (the core answers|read_now takes|the core reads a multi-queue)'
+    -R '^(device|device clock|pool|seams|timer list|work queue|uapi server|netstack cancel|netstack lifetime|netstack multi|dial_order):|^netstack: (async_dial_tcp by name|a dead address|a dial by name|async_dial_udp by name)|^tun: (the core answers|read_now takes|the core reads a multi-queue)'
 }
 
 # The Debian packages: built, lintian-clean, installed, used and removed (root).

@@ -57,12 +57,12 @@ void sync_config(Device& dev, const Config& cfg, const EndpointResolver& resolve
     auto p = dev.add_peer(pc.public_key);
     if (!p) continue;  // our own public key
     const PresharedKey psk = pc.preshared_key.value_or(PresharedKey{});
-    if (!(dev.preshared_key(*p) == psk)) dev.set_preshared_key(*p, psk);
+    if (!(p->preshared_key() == psk)) dev.set_preshared_key(*p, psk);
     if (pc.endpoint) {
       std::string err;
       auto ep = resolve(*pc.endpoint, err);
       if (!ep) throw std::runtime_error(err);
-      auto cur = dev.endpoint(*p);
+      auto cur = p->endpoint();
       if (!cur || !cur->same_destination(*ep)) dev.set_endpoint(*p, *ep);
     }
     // Compared as sets (the device lists them in trie order).
@@ -73,7 +73,7 @@ void sync_config(Device& dev, const Config& cfg, const EndpointResolver& resolve
       dev.clear_allowed_ips(*p);
       for (auto& prefix : pc.allowed_ips) dev.add_allowed_ip(*p, prefix);
     }
-    if (dev.persistent_keepalive(*p) != pc.persistent_keepalive)
+    if (p->persistent_keepalive() != pc.persistent_keepalive)
       dev.set_persistent_keepalive(*p, pc.persistent_keepalive);
   }
 }

@@ -22,13 +22,13 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
       options_(options),
       batch_(std::min({tun.batch_size(), bind.batch_size(), kMaxBatch})),
       buffer_bound_(std::max(options.buffer_limit, kMinBufferBatches * batch_)),
-      buffers_(buffer_bound_ + batch_ * (tun.queues() - 1)),
-      staging_(buffer_bound_ / 4, stats_.dropped_staged),
       inline_batch_(options.inline_batch              ? options.inline_batch
                     : std::thread::hardware_concurrency() <= 2 ? kMaxBatch
                                                               : kInlineBatch),
+      buffers_(buffer_bound_ + batch_ * (tun.queues() - 1)),
+      staging_(buffer_bound_ / 4, stats_.dropped_staged),
+      hs_jobs_(options.handshake_queue),
       admission_(options.handshake_queue) {
-  clock_ = options_.clock;
   size_t n = options_.workers ? options_.workers : std::max(1u, std::thread::hardware_concurrency());
   // Named for ps, top -H, perf and gdb (a thread otherwise inherits its creator's name).
   for (size_t i = 0; i < n; ++i) workers_.emplace_back([this] {
@@ -41,7 +41,7 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
   });
   timer_thread_ = std::thread([this] {
     name_thread("wg-timers");
-    timer_loop();
+    timer_list_.run([this] { return now(); }, [this](Peer& p, const TimerActions& a) { run_timers(p, a); });
   });
   for (size_t q = 0; q < tun.queues(); ++q) tun_threads_.emplace_back([this, &dev = tun.queue(q)] {
     name_thread("wg-tun-read");
@@ -57,18 +57,9 @@ void Device::close() {
     closing_ = true;
     tun_.close();
     buffers_.close();
-    // Each waiter tests closing_ under its mutex before it sleeps. Taking the mutex once
-    // after setting closing_ means a waiter is either before its test (and sees closing_)
-    // or asleep (and gets the notification); without it, one between test and sleep slept
-    // for good and close() joined it forever (a crypto worker, under ASan in CI).
-    { std::lock_guard lock(jobs_mu_); }
-    jobs_cv_.notify_all();
-    jobs_space_cv_.notify_all();
-    { std::lock_guard lock(hs_mu_); }
-    hs_cv_.notify_all();
-    poke_timers();
-    { std::lock_guard lock(timer_mu_); }
-    timer_round_cv_.notify_all();  // a clock_moved() waiting for a round that will not come
+    jobs_.close();
+    hs_jobs_.close();
+    timer_list_.close();
     for (auto& t : tun_threads_) t.join();
     for (auto& w : workers_) w.join();
     handshake_thread_.join();
@@ -76,7 +67,7 @@ void Device::close() {
     // Return what is still queued (peers keep buffers in staged and in-order queues).
     std::unique_lock lock(config_mu_);
     for (auto& [key, p] : peers_) {
-      p->removed_ = true;
+      p->mark_removed();
       p->clear_staged();
     }
   });
@@ -156,7 +147,7 @@ std::error_code Device::up() {
   up_ = true;
   // Peers with persistent keepalive announce themselves at once.
   for (auto& p : peers())
-    if (persistent_keepalive(*p) > 0) send_keepalive(*p);
+    if (p->persistent_keepalive() > 0) send_keepalive(*p);
   return {};
 }
 
@@ -189,8 +180,7 @@ void Device::set_private_key(const std::optional<PrivateKey>& key) {
     if (identity_) admission_.set_identity(identity_->public_key);  // mac1/cookie keys from our public key
     renew.reserve(peers_.size());
     for (auto& [k, p] : peers_) {
-      std::lock_guard hl(p->handshake_mu_);
-      p->handshake_.invalidate_keys();
+      p->invalidate_static_static();
       renew.push_back(p);
     }
   }
@@ -285,8 +275,6 @@ PeerPtr Device::lookup_peer(const PublicKey& key) const {
   return it == peers_.end() ? nullptr : it->second;
 }
 
-PeerPtr Device::peer_for(Peer* raw) const { return raw ? raw->shared_from_this() : nullptr; }
-
 void Device::remove_peer(const PublicKey& key) {
   PeerPtr p;
   {
@@ -297,11 +285,8 @@ void Device::remove_peer(const PublicKey& key) {
     peers_.erase(it);
     allowed_ips_.remove_by_peer(p.get());
   }
-  p->removed_ = true;
-  {
-    std::lock_guard el(p->endpoint_mu_);
-    store_endpoint(*p, nullptr);
-  }
+  p->mark_removed();
+  store_endpoint(*p, nullptr);
   p->with_timers([](Timers& t) { t.stop(); });
   p->zero_keys();
   p->clear_staged();
@@ -320,44 +305,25 @@ std::vector<PeerPtr> Device::peers() const {
 }
 
 void Device::set_preshared_key(Peer& p, const PresharedKey& psk) {
-  {
-    std::lock_guard lock(p.handshake_mu_);
-    if (p.handshake_.preshared_key == psk) return;  // wg setconf repeats it: keep the session
-    p.handshake_.preshared_key = psk;
-  }
-  // Sessions derived with the old key stop sending; the next packet handshakes with the new.
-  p.expire_current_keypairs();
-  send_staged(p);
+  if (p.set_preshared_key(psk)) send_staged(p);  // waiting packets handshake with the new key
 }
 
-PresharedKey Device::preshared_key(Peer& p) {
-  std::lock_guard lock(p.handshake_mu_);
-  return p.handshake_.preshared_key;
-}
-
-void Device::set_endpoint(Peer& p, const conn::Endpoint& ep) {
-  std::lock_guard lock(p.endpoint_mu_);
-  store_endpoint(p, &ep);
-}
-
-std::optional<conn::Endpoint> Device::endpoint(Peer& p) const { return p.endpoint(); }
+void Device::set_endpoint(Peer& p, const conn::Endpoint& ep) { store_endpoint(p, &ep); }
 
 void Device::initiate_handshake(Peer& p) { send_initiation(p, false); }
 
 void Device::store_endpoint(Peer& p, const conn::Endpoint* ep) {
-  const auto& old = p.endpoint_;
-  if (!(old && ep && old->same_destination(*ep)) && (old || ep)) {
+  p.set_endpoint(ep, [&](const conn::Endpoint* from, const conn::Endpoint* to) {
+    if ((from && to && from->same_destination(*to)) || (!from && !to)) return;
     // A handshake that raced with remove_peer may store an endpoint after remove_peer
     // took the peer's out: that one stays counted, which only lets its address skip the
     // cookie round trip within the known endpoints' budget.
     uint8_t before[18], after[18];
     std::optional<std::span<const uint8_t>> b, a;
-    if (old) b = std::span<const uint8_t>(before, old->destination_bytes(before));
-    if (ep) a = std::span<const uint8_t>(after, ep->destination_bytes(after));
+    if (from) b = std::span<const uint8_t>(before, from->destination_bytes(before));
+    if (to) a = std::span<const uint8_t>(after, to->destination_bytes(after));
     admission_.endpoint_moved(b, a);
-  }
-  if (ep) p.endpoint_ = *ep;
-  else p.endpoint_.reset();
+  });
 }
 
 void Device::set_persistent_keepalive(Peer& p, uint16_t seconds) {
@@ -370,13 +336,9 @@ void Device::set_persistent_keepalive(Peer& p, uint16_t seconds) {
   if (turned_on && up_) send_keepalive(p);
 }
 
-uint16_t Device::persistent_keepalive(Peer& p) {
-  return p.with_timers([](Timers& t) { return static_cast<uint16_t>(t.persistent_keepalive().count()); });
-}
-
 void Device::add_allowed_ip(Peer& p, const IpPrefix& prefix) {
   std::unique_lock lock(config_mu_);
-  if (p.removed_) return;
+  if (p.removed()) return;
   allowed_ips_.insert(prefix, &p);
 }
 
@@ -426,42 +388,21 @@ void Device::submit(Batch* b) {
   // cheaper to seal or open right here than to hand to a worker: two thread wake-ups
   // cost more than the crypto (DeviceOptions::inline_batch). Order is kept by the peer's
   // queue either way.
-  if (b->count <= inline_batch_) {
-    run_job(b);
-    return;
-  }
-  {
-    std::unique_lock lock(jobs_mu_);
-    jobs_space_cv_.wait(lock, [&] { return closing_ || jobs_.size() < jobs_limit_; });
-    jobs_.push_back(b);
-  }
-  jobs_cv_.notify_one();
+  if (b->count <= inline_batch_)
+    crypt(b);
+  else
+    jobs_.push_wait(b);
 }
 
 void Device::crypto_worker() {
-  for (;;) {
-    Batch* b;
-    {
-      std::unique_lock lock(jobs_mu_);
-      jobs_cv_.wait(lock, [&] { return closing_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // closing and drained
-      b = jobs_.front();
-      jobs_.pop_front();
-    }
-    jobs_space_cv_.notify_one();
-    run_job(b);
-  }
+  while (const auto b = jobs_.pop()) crypt(*b);  // until closed and drained
 }
 
-void Device::run_job(Batch* b) {
-  auto peer = b->peer;
-  if (b->kind == Batch::Kind::outbound) {
-    encrypt_batch(*b);
-    flush_outbound(*peer, b);
-  } else {
-    decrypt_batch(*b);
-    flush_inbound(*peer, b);
-  }
+void Device::crypt(Batch* b) {
+  if (b->kind == Batch::Kind::outbound)
+    encrypt_worker(b);
+  else
+    decrypt_worker(b);
 }
 
 }  // namespace wg

@@ -25,6 +25,8 @@
 #include "wg/peer.hpp"
 #include "wg/batch.hpp"
 #include "wg/buffer_pool.hpp"
+#include "wg/timer_list.hpp"
+#include "wg/work_queue.hpp"
 
 namespace wg {
 
@@ -99,14 +101,12 @@ public:
   void remove_all_peers();
   std::vector<PeerPtr> peers() const;
 
+  // Setters that reach the device (what the peer's getters read).
   void set_preshared_key(Peer& p, const PresharedKey& psk);
-  PresharedKey preshared_key(Peer& p);
   void set_endpoint(Peer& p, const conn::Endpoint& ep);
-  std::optional<conn::Endpoint> endpoint(Peer& p) const;
   // Sends p a handshake initiation now (at most one per REKEY_TIMEOUT, as always).
   void initiate_handshake(Peer& p);
   void set_persistent_keepalive(Peer& p, uint16_t seconds);
-  uint16_t persistent_keepalive(Peer& p);
   void add_allowed_ip(Peer& p, const IpPrefix& prefix);
   void remove_allowed_ip(Peer& p, const IpPrefix& prefix);
   void clear_allowed_ips(Peer& p);
@@ -116,7 +116,7 @@ public:
 
   const DeviceStats& stats() const { return stats_; }
   // The device's time (DeviceOptions::clock).
-  TimePoint now() const { return clock_ ? clock_() : Clock::now(); }
+  TimePoint now() const { return options_.clock ? options_.clock() : Clock::now(); }
   std::chrono::system_clock::time_point wall_now() const {
     return options_.wall_clock ? options_.wall_clock() : std::chrono::system_clock::now();
   }
@@ -126,16 +126,10 @@ public:
   bool clock_moved();
   size_t batch_size() const { return batch_; }
   const BufferPool& buffers() const { return buffers_; }
-  // --- used by peers and the pipeline (send.cpp, receive.cpp) ---
-  void send_initiation(Peer& p, bool retry);
-  void send_keepalive(Peer& p);
 
 private:
   // The receive fuzz target runs the receive steps on its own thread.
   friend struct DeviceFuzzAccess;
-  struct Job {
-    Batch* batch;
-  };
   struct HandshakeJob {
     uint8_t data[kInitiationSize];
     size_t size;
@@ -154,16 +148,21 @@ private:
   size_t route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n);
   void stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n);
   void send_staged(Peer& p);
+  // A handshake initiation, at most one per REKEY_TIMEOUT; `retry`: a retransmission.
+  void send_initiation(Peer& p, bool retry);
+  void send_keepalive(Peer& p);
+  void encrypt_worker(Batch* b);
   void encrypt_batch(Batch& b);
   void flush_outbound(Peer& p, Batch* done);
   void send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams);
   // receive.cpp
   void bind_receiver(conn::ReceiveFn receive);
   void release_inbound(Batch& b);
+  void decrypt_worker(Batch* b);
   void decrypt_batch(Batch& b);
   void flush_inbound(Peer& p, Batch* done);
   void queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from);
-  // p.endpoint_mu_ held; keeps admission_'s known endpoints in step.
+  // Sets p's endpoint (null: none), keeping admission_'s known endpoints in step.
   void store_endpoint(Peer& p, const conn::Endpoint* ep);
   void handshake_worker();
   void handle_handshake(HandshakeJob& job, bool under_load);
@@ -173,29 +172,40 @@ private:
   // device.cpp
   void crypto_worker();
   void submit(Batch* b);
-  void run_job(Batch* b);
+  void crypt(Batch* b);  // encrypt_worker or decrypt_worker by b's direction
   static constexpr size_t kInlineBatch = 4;
-  void timer_loop();
-  void poke_timers();
-  // After p's timers were armed: lists p for the timer thread (which scans only listed
-  // peers) and wakes it.
-  void poke_timers(Peer& p);
-  // The same, waking the thread only if `deadline` is earlier than its next wake-up:
-  // the data path arms timers per packet.
-  void poke_timers_before(Peer& p, std::optional<TimePoint> deadline);
-  void list_for_timers(Peer& p);  // timer_mu_ held
+  // timer_thread.cpp: what p's due timers ask for.
+  void run_timers(Peer& p, const TimerActions& a);
   void install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator);
   void handshake_completed(Peer& p, const char* role);
   std::error_code open_bind_locked();
   void close_bind_locked();
-  PeerPtr peer_for(Peer* raw) const;
 
+  // Lock order, outermost first: bind_mu_, config_mu_, a peer's locks (Peer's order),
+  // then the locks inside the queues, pools and the timer list, which call out under none.
+
+  // --- set by the constructor, then only read ---
   tun::Device& tun_;
   conn::Bind& bind_;
   const DeviceOptions options_;
   const size_t batch_;
   const size_t buffer_bound_;  // buffer_limit, at least kMinBufferBatches batches
+  const size_t inline_batch_;  // DeviceOptions::inline_batch resolved
+
+  // --- atomic, or locked inside ---
   DeviceStats stats_;
+  IndexTable index_table_;
+  BufferPool buffers_;
+  StagingBudget staging_;  // packets staged across all peers
+  BatchPool batches_;
+  WorkQueue<Batch*> jobs_{1024};     // batches for the crypto workers
+  WorkQueue<HandshakeJob> hs_jobs_;  // bounded by admission_
+  HandshakeAdmission admission_;
+  TimerList timer_list_;
+  std::atomic<bool> up_{false};
+  std::atomic<bool> closing_{false};
+  // Set while the bind closes, so a receiver waiting for buffers gives up.
+  std::atomic<bool> receivers_stop_{false};
 
   // --- guarded by config_mu_ (shared on the data path) ---
   mutable std::shared_mutex config_mu_;
@@ -205,52 +215,16 @@ private:
   uint16_t listen_port_ = 0;
   uint32_t fwmark_ = 0;
 
-  IndexTable index_table_;
-  BufferPool buffers_;
-  StagingBudget staging_;                   // packets staged across all peers
-  const size_t inline_batch_;               // DeviceOptions::inline_batch resolved
-  BatchPool batches_;
-
-  // --- bind state, guarded by bind_mu_ ---
+  // --- guarded by bind_mu_ ---
   std::mutex bind_mu_;
   std::vector<std::thread> receivers_;
   size_t receiver_buffers_ = 0;  // added to the buffer limit for receivers past two
-  // Set while the bind closes, so a receiver waiting for buffers gives up.
-  std::atomic<bool> receivers_stop_{false};
-  std::atomic<bool> up_{false};
 
-  // --- crypto jobs ---
-  std::mutex jobs_mu_;
-  std::condition_variable jobs_cv_, jobs_space_cv_;
-  std::deque<Batch*> jobs_;
-  size_t jobs_limit_ = 1024;
-
-  // --- handshake jobs ---
-  std::mutex hs_mu_;
-  std::condition_variable hs_cv_;
-  std::deque<HandshakeJob> hs_jobs_;
-  std::atomic<size_t> hs_queued_{0};  // hs_jobs_.size(), read without the lock
-  HandshakeAdmission admission_;
-
-  // --- timers ---
-  std::mutex timer_mu_;
-  std::condition_variable timer_cv_;
-  bool timer_poked_ = false;
-  // Peers whose timers may be armed (Peer::timer_listed_); unarmed ones are dropped.
-  std::vector<PeerPtr> timer_peers_;
-  std::function<TimePoint()> clock_;  // set before the threads start, then only read
-  // Timer thread rounds begun and done (clock_moved waits on them).
-  uint64_t timer_round_begun_ = 0, timer_round_done_ = 0;
-  std::condition_variable timer_round_cv_;
-  // The timer thread's next wake-up; the maximum while it scans, so every deadline
-  // armed meanwhile pokes it.
-  std::atomic<Clock::rep> timer_wake_at_{std::numeric_limits<Clock::rep>::max()};
-
-  std::atomic<bool> closing_{false};
+  // --- started by the constructor, joined by close() ---
   std::vector<std::thread> tun_threads_;  // one per queue
+  std::vector<std::thread> workers_;
   std::thread handshake_thread_;
   std::thread timer_thread_;
-  std::vector<std::thread> workers_;
   std::once_flag close_once_;
 };
 

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "wg/crypto.hpp"
+
 namespace wg {
 namespace {
 
@@ -21,6 +23,81 @@ Peer::Peer(const PublicKey& remote_static, PeerShared shared) : shared_(shared) 
 bool Peer::has_session_keys() const {
   std::lock_guard lock(keypairs_mu_);
   return previous_ || current_ || next_;
+}
+
+// --- handshake ---
+
+PresharedKey Peer::preshared_key() const {
+  std::lock_guard lock(handshake_mu_);
+  return handshake_.preshared_key;
+}
+
+bool Peer::set_preshared_key(const PresharedKey& psk) {
+  {
+    std::lock_guard lock(handshake_mu_);
+    if (handshake_.preshared_key == psk) return false;
+    handshake_.preshared_key = psk;
+  }
+  expire_current_keypairs();
+  return true;
+}
+
+void Peer::invalidate_static_static() {
+  std::lock_guard lock(handshake_mu_);
+  handshake_.invalidate_keys();
+}
+
+SymmetricKey Peer::static_static(const noise::Identity& local) {
+  std::lock_guard lock(handshake_mu_);
+  return handshake_.static_static(local);
+}
+
+bool Peer::create_initiation(const noise::Identity& local, TimePoint now, const noise::Tai64n& timestamp,
+                             MessageInitiation& out) {
+  {
+    std::lock_guard lock(handshake_mu_);
+    if (last_sent_handshake_ && now - *last_sent_handshake_ < kRekeyTimeout) return false;
+    last_sent_handshake_ = now;
+    if (handshake_.local_index) shared_.indices.remove(handshake_.local_index);
+    const uint32_t idx = shared_.indices.new_index(shared_from_this());
+    if (!noise::create_initiation(handshake_, local, crypto::generate_private_key(), timestamp, idx, out)) {
+      shared_.indices.remove(idx);
+      handshake_.clear();
+      return false;
+    }
+  }
+  cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&out), sizeof out), now);
+  return true;
+}
+
+Peer::Answer Peer::answer_initiation(const noise::ConsumedInitiation& in, TimePoint now, MessageResponse& out,
+                                     noise::SessionKeys& keys) {
+  {
+    std::lock_guard lock(handshake_mu_);
+    if (noise::accept_initiation(handshake_, in, now) != noise::AcceptResult::accepted) return Answer::refused;
+    if (handshake_.local_index) shared_.indices.remove(handshake_.local_index);
+    const uint32_t idx = shared_.indices.new_index(shared_from_this());
+    if (!noise::create_response(handshake_, crypto::generate_private_key(), idx, out)) {
+      shared_.indices.remove(idx);
+      handshake_.clear();
+      return Answer::failed;
+    }
+    auto derived = noise::derive_session(handshake_);
+    if (!derived) return Answer::failed;
+    keys = *derived;
+  }
+  cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&out), sizeof out), now);
+  return Answer::answered;
+}
+
+std::optional<noise::SessionKeys> Peer::consume_response(const noise::Identity& local, const MessageResponse& msg) {
+  std::lock_guard lock(handshake_mu_);
+  if (!noise::consume_response(handshake_, local, msg)) return std::nullopt;
+  return noise::derive_session(handshake_);
+}
+
+bool Peer::consume_cookie_reply(const MessageCookieReply& msg, TimePoint now) {
+  return cookies_.consume_reply(msg, now);
 }
 
 // --- sessions ---
@@ -106,6 +183,36 @@ void Peer::record_handshake(std::chrono::system_clock::time_point at) {
 void Peer::record_initiation(std::chrono::system_clock::time_point at) {
   int64_t none = 0;
   stats_.unanswered_since_ns.compare_exchange_strong(none, ns_since_epoch(at));
+}
+
+// --- endpoint ---
+
+void Peer::clear_endpoint_source() {
+  std::lock_guard lock(endpoint_mu_);
+  if (endpoint_) endpoint_->clear_source();
+}
+
+void Peer::endpoint_source_failed(const conn::Endpoint& sent) {
+  std::lock_guard lock(endpoint_mu_);
+  if (endpoint_ && endpoint_->same_destination(sent)) endpoint_->clear_source();
+}
+
+// --- timers ---
+
+uint16_t Peer::persistent_keepalive() const {
+  std::lock_guard lock(timers_mu_);
+  return static_cast<uint16_t>(timers_.persistent_keepalive().count());
+}
+
+std::pair<TimerActions, std::optional<TimePoint>> Peer::run_timers(TimePoint now) {
+  std::lock_guard lock(timers_mu_);
+  const TimerActions a = timers_.tick(now);
+  std::optional<TimePoint> next = timers_.next_deadline();
+  if (!next || removed_) {
+    timer_listed_ = false;
+    next.reset();
+  }
+  return {a, next};
 }
 
 // --- staging ---

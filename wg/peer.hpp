@@ -69,14 +69,35 @@ public:
     return endpoint_;
   }
   bool removed() const { return removed_.load(); }
+  PresharedKey preshared_key() const;
+  // Seconds; 0: off.
+  uint16_t persistent_keepalive() const;
   // Whether it holds session keys (none before the first handshake, none once zeroed).
   bool has_session_keys() const;
 
-private:
-  // The pipeline, handshakes and timers are the Device's; the state they move is here.
-  friend class Device;
-  friend struct DeviceFuzzAccess;
-  friend struct PeerKeysAccess;  // tests/unit/key_zeroing_test.cpp: which keys to look for
+  // The Device drives the methods below; each takes the one lock of the state it moves.
+
+  // --- handshake (handshake_mu_) ---
+  // A new preshared key expires the sessions derived with the old one (the next packet
+  // handshakes). False if it is the key already set: `wg setconf` repeats it.
+  bool set_preshared_key(const PresharedKey& psk);
+  // Our static key changed: the kept static-static secret is recomputed at its next use.
+  void invalidate_static_static();
+  // The static-static secret with `local`, for consuming an initiation from this peer.
+  SymmetricKey static_static(const noise::Identity& local);
+  // Initiator: a new initiation in `out` with its macs, under a fresh index. False (and
+  // nothing sent) within REKEY_TIMEOUT of the last one or when the handshake fails.
+  bool create_initiation(const noise::Identity& local, TimePoint now, const noise::Tai64n& timestamp,
+                         MessageInitiation& out);
+  // Responder: accepts `in` (refused: a replay or too soon) and writes the response with
+  // its macs to `out` under a fresh index and the session's keys to `keys`.
+  enum class Answer { answered, refused, failed };
+  Answer answer_initiation(const noise::ConsumedInitiation& in, TimePoint now, MessageResponse& out,
+                           noise::SessionKeys& keys);
+  // Initiator: the session's keys, if `msg` answers our initiation.
+  std::optional<noise::SessionKeys> consume_response(const noise::Identity& local, const MessageResponse& msg);
+  // A cookie reply to our last message: true if it was valid and its cookie kept.
+  bool consume_cookie_reply(const MessageCookieReply& msg, TimePoint now);
 
   // --- sessions (keypairs_mu_; a keypair's index is freed when it is dropped) ---
   // Installs a completed handshake's session. The initiator uses it at once (it holds the
@@ -99,13 +120,35 @@ private:
   // An initiation sent at `at`: starts the "unanswered since" clock if it is not running.
   void record_initiation(std::chrono::system_clock::time_point at);
 
+  // --- endpoint (endpoint_mu_) ---
+  // Stores `ep` (null: none); `moved(before, after)` runs first under the same lock, so
+  // that whoever counts endpoints sees every change once and in order.
+  template <class Moved>
+  void set_endpoint(const conn::Endpoint* ep, Moved&& moved) {
+    std::lock_guard lock(endpoint_mu_);
+    moved(endpoint_ ? &*endpoint_ : nullptr, ep);
+    if (ep) endpoint_ = *ep;
+    else endpoint_.reset();
+  }
+  // The sticky source address is forgotten; the next send picks one.
+  void clear_endpoint_source();
+  // The Bind found the source of `sent` invalid: clears it if the endpoint is still that.
+  void endpoint_source_failed(const conn::Endpoint& sent);
+
+  // --- counters and removal ---
+  void count_sent(uint64_t bytes) { stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed); }
+  // Release: whoever reads the count sees the packet's effects (a test on a moved clock).
+  void count_received(uint64_t bytes) { stats_.rx_bytes.fetch_add(bytes, std::memory_order_release); }
+  void mark_removed() { removed_ = true; }
+
   // --- staging (send_mu_): packets on their way to a session, in order ---
   // Appends n packets; their buffers become the peer's. Packets that will wait (`waits`:
-  // the device is down, or no session may send them now) are bounded: a full queue drops its own oldest, and
-  // past the device's budget a peer keeps only kMinStagedPackets. Packets that a session
-  // takes at once (send_staged, right after) are not: the budget is for waiting ones, and
-  // a live peer must not lose a burst to peers that never answer. (Should the session end
-  // between the two, at most the readers' batches wait unbounded, until the next stage.)
+  // the device is down, or no session may send them now) are bounded: a full queue drops
+  // its own oldest, and past the device's budget a peer keeps only kMinStagedPackets.
+  // Packets that a session takes at once (send_staged, right after) are not: the budget
+  // is for waiting ones, and a live peer must not lose a burst to peers that never
+  // answer. (Should the session end between the two, at most the readers' batches wait
+  // unbounded, until the next stage.)
   void stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits);
   // An empty packet (a keepalive) if nothing is staged and a buffer is free at once.
   void stage_keepalive();
@@ -123,11 +166,44 @@ private:
   template <class Emit>
   Cut cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit);
 
-  // The in-order queues: `done` has finished its crypto. Whoever finds the head of `q`
-  // done hands it and every finished batch behind it to `f`, in order, without the queue
-  // lock; one that finds another draining (`draining`) leaves its batch to that one.
+  // --- in-order queues (queue_mu_) ---
+  // A batch joins its direction's queue before its crypto starts.
+  void queue_outbound(Batch* b) { queue(outbound_, b); }
+  void queue_inbound(Batch* b) { queue(inbound_, b); }
+  // `done` finished its crypto. Whoever finds the head of the queue done hands it and
+  // every finished batch behind it to `f`, in order, without the queue lock; one that
+  // finds another draining leaves its batch to that one.
   template <class F>
-  void drain_in_order(std::deque<Batch*>& q, bool& draining, Batch* done, F&& f) {
+  void drain_outbound(Batch* done, F&& f) {
+    drain_in_order(outbound_, flushing_out_, done, f);
+  }
+  template <class F>
+  void drain_inbound(Batch* done, F&& f) {
+    drain_in_order(inbound_, flushing_in_, done, f);
+  }
+
+  // --- timers (timers_mu_) ---
+  template <class F>
+  auto with_timers(F&& f) {
+    std::lock_guard lock(timers_mu_);
+    return f(timers_);
+  }
+  // Marks the peer as on its device's timer list; true if it was not (the caller lists it).
+  bool list_for_timers() { return !timer_listed_.exchange(true); }
+  bool listed_for_timers() const { return timer_listed_.load(); }
+  // The timer thread's scan: what the timers due at `now` ask for, and the next deadline
+  // while the peer stays listed; without one it is unlisted (whoever arms next lists it).
+  std::pair<TimerActions, std::optional<TimePoint>> run_timers(TimePoint now);
+
+private:
+  friend struct PeerKeysAccess;  // tests/unit/key_zeroing_test.cpp: which keys to look for
+
+  void queue(std::deque<Batch*>& q, Batch* b) {
+    std::lock_guard lock(queue_mu_);
+    q.push_back(b);
+  }
+  template <class F>
+  void drain_in_order(std::deque<Batch*>& q, bool& draining, Batch* done, F& f) {
     std::unique_lock lock(queue_mu_);
     done->done = true;
     if (draining) return;
@@ -142,16 +218,11 @@ private:
     draining = false;
   }
 
-  template <class F>
-  auto with_timers(F&& f) {
-    std::lock_guard lock(timers_mu_);
-    return f(timers_);
-  }
-
+  // Lock order: send_mu_, then at most one of the others; they never nest.
   PeerShared shared_;
 
   // --- guarded by handshake_mu_ ---
-  std::mutex handshake_mu_;
+  mutable std::mutex handshake_mu_;
   noise::Handshake handshake_;
   std::optional<TimePoint> last_sent_handshake_;
 
@@ -164,7 +235,7 @@ private:
   std::optional<conn::Endpoint> endpoint_;
 
   // --- guarded by timers_mu_ ---
-  std::mutex timers_mu_;
+  mutable std::mutex timers_mu_;
   Timers timers_;
 
   CookieGenerator cookies_;

@@ -145,10 +145,7 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
         BufferPool::share(bufs[j], shares[j]);
     }
     for (size_t q = 0; q < ready_n; ++q) {
-      {
-        std::lock_guard ql(ready[q]->peer->queue_mu_);
-        ready[q]->peer->inbound_.push_back(ready[q]);
-      }
+      ready[q]->peer->queue_inbound(ready[q]);
       submit(ready[q]);
     }
     while (kept < batch_) {
@@ -171,6 +168,13 @@ void Device::release_inbound(Batch& b) {
   buffers_.give(free.data(), m);
 }
 
+// 4 and 5 for one batch, on a crypto worker or inline.
+void Device::decrypt_worker(Batch* b) {
+  const PeerPtr peer = b->peer;  // the flush gives b back
+  decrypt_batch(*b);
+  flush_inbound(*peer, b);
+}
+
 // 4. Decrypt in place; sizes become plaintext sizes.
 void Device::decrypt_batch(Batch& b) {
   const Keypair& kp = *b.keypair;
@@ -186,7 +190,7 @@ void Device::decrypt_batch(Batch& b) {
 
 // 5. In order per peer.
 void Device::flush_inbound(Peer& p, Batch* done) {
-  p.drain_in_order(p.inbound_, p.flushing_in_, done, [&](Batch* b) {
+  p.drain_inbound(done, [&](Batch* b) {
     Keypair& kp = *b->keypair;
     std::array<std::span<uint8_t>, kMaxBatch> out;
     size_t m = 0;
@@ -224,7 +228,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
       }
     }
 
-    if (authenticated && !p.removed_) {
+    if (authenticated && !p.removed()) {
       const auto now = this->now();
       // The responder's new session is confirmed by the initiator's first packet under it.
       const bool confirmed = p.confirm_session(kp);
@@ -233,20 +237,16 @@ void Device::flush_inbound(Peer& p, Batch* done) {
         a = on_transport_received(t, kp, {.authenticated = true, .data = data, .confirmed_session = confirmed}, now);
         return t.next_deadline();
       });
-      if (a.roam) {
-        std::lock_guard el(p.endpoint_mu_);
-        store_endpoint(p, &*source);
-      }
-      // Counted once the packet's effects on the session and the timers are made: whoever
-      // sees the count (a test on a moved clock) sees them too.
-      p.stats_.rx_bytes.fetch_add(bytes, std::memory_order_release);
+      if (a.roam) store_endpoint(p, source);
+      // Counted once the packet's effects on the session and the timers are made.
+      p.count_received(bytes);
       if (confirmed) handshake_completed(p, "responder");
       if (a.send_staged) send_staged(p);
       if (a.rekey) send_initiation(p, false);
       if (confirmed)
-        poke_timers(p);
+        timer_list_.poke(p);
       else
-        poke_timers_before(p, deadline);
+        timer_list_.poke_before(p, deadline);
     }
     if (m > 0) {
       std::error_code ec;
@@ -267,7 +267,7 @@ void Device::flush_inbound(Peer& p, Batch* done) {
 // was) must still get in. The checks (two keyed BLAKE2s unless mac2 is zero, a hash
 // lookup) are spent only while the queue is full.
 void Device::queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from) {
-  const size_t queued = hs_queued_.load(std::memory_order_relaxed);
+  const size_t queued = hs_jobs_.size();
   if (queued >= options_.handshake_queue) {  // else admitted without looking
     uint8_t src[18];
     const std::span<const uint8_t> source(src, from.destination_bytes(src));
@@ -277,31 +277,18 @@ void Device::queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoi
       return;
     }
   }
-  {
-    std::lock_guard lock(hs_mu_);
-    auto& job = hs_jobs_.emplace_back();
-    std::memcpy(job.data, msg, size);
-    job.size = size;
-    job.from = from;
-    hs_queued_.store(hs_jobs_.size(), std::memory_order_relaxed);
-  }
-  hs_cv_.notify_one();
+  HandshakeJob job;
+  std::memcpy(job.data, msg, size);
+  job.size = size;
+  job.from = from;
+  hs_jobs_.push(job);
 }
 
 void Device::handshake_worker() {
-  for (;;) {
-    HandshakeJob job;
-    bool under_load;
-    {
-      std::unique_lock lock(hs_mu_);
-      hs_cv_.wait(lock, [&] { return closing_ || !hs_jobs_.empty(); });
-      if (closing_) return;
-      job = hs_jobs_.front();
-      hs_jobs_.pop_front();
-      hs_queued_.store(hs_jobs_.size(), std::memory_order_relaxed);
-      under_load = admission_.under_load(hs_jobs_.size(), now());
-    }
-    handle_handshake(job, under_load);
+  size_t left;
+  while (auto job = hs_jobs_.pop(&left)) {
+    if (closing_) return;  // what is still queued is dropped
+    handle_handshake(*job, admission_.under_load(left, now()));
   }
 }
 
@@ -356,8 +343,7 @@ void Device::consume_initiation_message(HandshakeJob& job) {
   auto in = noise::consume_initiation(msg, *id, [&](const PublicKey& remote) -> std::optional<SymmetricKey> {
     p = lookup_peer(remote);
     if (!p) return std::nullopt;
-    std::lock_guard hl(p->handshake_mu_);
-    return p->handshake_.static_static(*id);
+    return p->static_static(*id);
   });
   if (!in || !p) {
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
@@ -365,37 +351,27 @@ void Device::consume_initiation_message(HandshakeJob& job) {
   }
   auto now = this->now();
   MessageResponse resp;
-  std::optional<noise::SessionKeys> keys;
-  {
-    std::lock_guard hl(p->handshake_mu_);
-    if (noise::accept_initiation(p->handshake_, *in, now) != noise::AcceptResult::accepted) {
+  noise::SessionKeys keys;
+  switch (p->answer_initiation(*in, now, resp, keys)) {
+    case Peer::Answer::refused:
       stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
       return;
-    }
-    if (p->handshake_.local_index) index_table_.remove(p->handshake_.local_index);
-    uint32_t idx = index_table_.new_index(p);
-    if (!noise::create_response(p->handshake_, crypto::generate_private_key(), idx, resp)) {
-      index_table_.remove(idx);
-      p->handshake_.clear();
+    case Peer::Answer::failed:
       return;
-    }
-    keys = noise::derive_session(p->handshake_);
+    case Peer::Answer::answered:
+      break;
   }
-  p->stats_.rx_bytes.fetch_add(job.size, std::memory_order_relaxed);
-  {
-    std::lock_guard el(p->endpoint_mu_);
-    store_endpoint(*p, &job.from);
-  }
-  install_keypair(*p, *keys, false);
-  p->cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&resp), sizeof resp), now);
+  p->count_received(job.size);
+  store_endpoint(*p, &job.from);
+  install_keypair(*p, keys, false);
   // The timers before the response leaves: the initiator's first data can be here (and
   // arm the keepalive it is owed) before send_to_peer returns; hooks run after it would
   // cancel that keepalive and date the session's zeroing from later.
   p->with_timers([&](Timers& t) { on_initiation_consumed(t, now); });
-  p->stats_.tx_bytes.fetch_add(sizeof resp, std::memory_order_relaxed);
+  p->count_sent(sizeof resp);
   std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&resp), sizeof resp);
   send_to_peer(*p, std::span(&d, 1));
-  poke_timers(*p);
+  timer_list_.poke(*p);
 }
 
 void Device::consume_response_message(HandshakeJob& job) {
@@ -412,34 +388,27 @@ void Device::consume_response_message(HandshakeJob& job) {
     id = identity_;
   }
   if (!id || !up_) return;
-  std::optional<noise::SessionKeys> keys;
-  {
-    std::lock_guard hl(p->handshake_mu_);
-    if (!noise::consume_response(p->handshake_, *id, msg)) {
-      stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    keys = noise::derive_session(p->handshake_);
+  const auto keys = p->consume_response(*id, msg);
+  if (!keys) {
+    stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   auto now = this->now();
-  p->stats_.rx_bytes.fetch_add(job.size, std::memory_order_relaxed);
-  {
-    std::lock_guard el(p->endpoint_mu_);
-    store_endpoint(*p, &job.from);
-  }
+  p->count_received(job.size);
+  store_endpoint(*p, &job.from);
   install_keypair(*p, *keys, true);
   p->with_timers([&](Timers& t) { on_response_consumed(t, now); });
   handshake_completed(*p, "initiator");
   // Confirm the session to the responder: staged data, or a keepalive.
   send_keepalive(*p);
-  poke_timers(*p);
+  timer_list_.poke(*p);
 }
 
 void Device::consume_cookie_reply(HandshakeJob& job) {
   auto msg = load_message<MessageCookieReply>(job.data);
   auto entry = index_table_.lookup(msg.receiver);
   if (!entry) return;
-  if (entry->peer->cookies_.consume_reply(msg, now()))
+  if (entry->peer->consume_cookie_reply(msg, now()))
     stats_.cookie_replies_received.fetch_add(1, std::memory_order_relaxed);
   else
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);

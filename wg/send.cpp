@@ -59,7 +59,7 @@ size_t Device::route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n) {
       const uint8_t* pkt = bufs[i] + kHeadroom;
       auto dst = packet_destination(pkt, sizes[i]);
       Peer* p = dst ? allowed_ips_.lookup(*dst) : nullptr;
-      route[i] = peer_for(p);
+      route[i] = p ? p->shared_from_this() : nullptr;
       if (!p) stats_.dropped_no_route.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -104,7 +104,7 @@ void Device::send_keepalive(Peer& p) {
 }
 
 void Device::send_staged(Peer& p) {
-  if (!up_ || p.removed_) return;
+  if (!up_ || p.removed()) return;
   const KeypairPtr kp = p.current_keypair();
   const auto now = this->now();
   bool need_handshake;
@@ -113,15 +113,19 @@ void Device::send_staged(Peer& p) {
   } else {
     // 4. Order first, then parallel crypto.
     auto cut = p.cut_staged(kp, batches_, batch_, [&](Batch* b) {
-      {
-        std::lock_guard ql(p.queue_mu_);
-        p.outbound_.push_back(b);
-      }
+      p.queue_outbound(b);
       submit(b);
     });
     need_handshake = cut.nonces_exhausted || (cut.any && rekey_due_on_send(*kp, cut.last_nonce, now));
   }
   if (need_handshake) send_initiation(p, false);
+}
+
+// 5 and 6 for one batch, on a crypto worker or inline.
+void Device::encrypt_worker(Batch* b) {
+  const PeerPtr peer = b->peer;  // the flush gives b back
+  encrypt_batch(*b);
+  flush_outbound(*peer, b);
 }
 
 // 5. Encrypt in place: header in the headroom, zero padding to a multiple of 16 (but
@@ -148,7 +152,7 @@ void Device::encrypt_batch(Batch& b) {
 // 6. Send in order. Whoever completes the head batch sends it and everything finished
 // behind it; a worker that finds a flush under way leaves its batch to that flusher.
 void Device::flush_outbound(Peer& p, Batch* done) {
-  p.drain_in_order(p.outbound_, p.flushing_out_, done, [&](Batch* b) {
+  p.drain_outbound(done, [&](Batch* b) {
     std::array<std::span<const uint8_t>, kMaxBatch> dgrams;
     bool data = false;
     uint64_t bytes = 0;
@@ -157,7 +161,7 @@ void Device::flush_outbound(Peer& p, Batch* done) {
       data |= b->ok[i];
       bytes += b->sizes[i];
     }
-    if (!p.removed_) {
+    if (!p.removed()) {
       // The timers first: the answer may be back before send_to_peer returns, and its
       // hooks (any packet received clears the new-handshake timer) must find these done.
       auto now = this->now();
@@ -165,9 +169,9 @@ void Device::flush_outbound(Peer& p, Batch* done) {
         on_transport_sent(t, data, now);
         return t.next_deadline();
       });
-      p.stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      p.count_sent(bytes);
       send_to_peer(p, std::span(dgrams.data(), b->count));
-      poke_timers_before(p, deadline);
+      timer_list_.poke_before(p, deadline);
     }
     buffers_.give(b->bufs.data(), b->count);
     batches_.give(b);
@@ -175,58 +179,35 @@ void Device::flush_outbound(Peer& p, Batch* done) {
 }
 
 void Device::send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams) {
-  std::optional<conn::Endpoint> ep;
-  {
-    std::lock_guard lock(p.endpoint_mu_);
-    ep = p.endpoint_;
-  }
+  std::optional<conn::Endpoint> ep = p.endpoint();
   if (!ep) return;  // no endpoint yet: the peer must reach us first
   bool had_source = ep->has_source;
   std::error_code ec;
   bind_.send(datagrams, *ep, ec);
   if (ec) log::verbose("send to {}: {}", ep->to_string(), ec.message());
-  if (had_source && !ep->has_source) {
-    // The bind found the sticky source invalid and cleared it: remember that.
-    std::lock_guard lock(p.endpoint_mu_);
-    if (p.endpoint_ && p.endpoint_->same_destination(*ep)) p.endpoint_->clear_source();
-  }
+  if (had_source && !ep->has_source) p.endpoint_source_failed(*ep);  // the Bind cleared it
 }
 
 // Handshake initiation: at most one per REKEY_TIMEOUT, counted for the retry limit.
 void Device::send_initiation(Peer& p, bool retry) {
-  if (!up_ || p.removed_) return;
+  if (!up_ || p.removed()) return;
   auto now = this->now();
   MessageInitiation msg;
   std::optional<noise::Identity> id;
   {
-    // Lock order: config_mu_ is never taken while a peer's handshake_mu_ is held.
     std::shared_lock lock(config_mu_);
     id = identity_;
   }
-  if (!id) return;
-  {
-    std::lock_guard hl(p.handshake_mu_);
-    if (p.last_sent_handshake_ && now - *p.last_sent_handshake_ < kRekeyTimeout) return;
-    p.last_sent_handshake_ = now;
-    if (p.handshake_.local_index) index_table_.remove(p.handshake_.local_index);
-    uint32_t idx = index_table_.new_index(p.shared_from_this());
-    if (!noise::create_initiation(p.handshake_, *id, crypto::generate_private_key(),
-                                  noise::tai64n(wall_now()), idx, msg)) {
-      index_table_.remove(idx);
-      p.handshake_.clear();
-      return;
-    }
-  }
-  p.cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&msg), sizeof msg), now);
+  if (!id || !p.create_initiation(*id, now, noise::tai64n(wall_now()), msg)) return;
   // The timers and counters before the message leaves: a response can be back (and its
   // handshake_complete run) before send_to_peer returns; arming the retransmission after
   // it would resend an initiation that was already answered.
   p.with_timers([&](Timers& t) { on_initiation_sent(t, retry, now); });
-  p.stats_.tx_bytes.fetch_add(sizeof msg, std::memory_order_relaxed);
+  p.count_sent(sizeof msg);
   p.record_initiation(wall_now());
   std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);
   send_to_peer(p, std::span(&d, 1));
-  poke_timers(p);
+  timer_list_.poke(p);
 }
 
 }  // namespace wg

@@ -292,7 +292,7 @@ bool get(Device& dev, const std::function<bool(std::string_view)>& sink) {
   });
   for (auto& p : peers) {
     add("public_key", p->public_key().to_hex());
-    std::string psk = dev.preshared_key(*p).to_hex();
+    std::string psk = p->preshared_key().to_hex();
     add("preshared_key", psk);
     secure_wipe(psk.data(), psk.size());
     add("protocol_version", "1");
@@ -302,7 +302,7 @@ bool get(Device& dev, const std::function<bool(std::string_view)>& sink) {
     add("last_handshake_time_nsec", std::to_string(ns % 1000000000));
     add("tx_bytes", std::to_string(p->stats().tx_bytes.load()));
     add("rx_bytes", std::to_string(p->stats().rx_bytes.load()));
-    add("persistent_keepalive_interval", std::to_string(dev.persistent_keepalive(*p)));
+    add("persistent_keepalive_interval", std::to_string(p->persistent_keepalive()));
     for (auto& prefix : dev.allowed_ips(*p)) add("allowed_ip", prefix.to_string());
     if (out.size() >= kPiece && !flush()) return false;
   }

@@ -29,7 +29,7 @@ std::unique_ptr<Tunnel> Tunnel::open(const wg::Config& config, const TunnelOptio
     throw std::system_error(err, "wgnet: UDP port " + std::to_string(config.iface.listen_port.value_or(0)));
   t->stack_->set_route_check([d = t->device_.get()](const wg::IpAddress& a) { return d->routable(a); });
   for (auto& p : t->device_->peers())
-    if (t->device_->endpoint(*p)) t->device_->initiate_handshake(*p);
+    if (p->endpoint()) t->device_->initiate_handshake(*p);
   return t;
 }
 

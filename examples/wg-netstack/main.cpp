@@ -111,7 +111,7 @@ void watch_endpoints(Context& ctx, std::shared_ptr<asio::steady_timer> timer,
       if (last.count() > 0 && now - last < wg::kRekeyAfterTime + wg::kRekeyTimeout) continue;
       std::string err;
       if (auto ep = conn::resolve_endpoint(text, err)) {
-        auto cur = ctx.device.endpoint(*p);
+        auto cur = p->endpoint();
         if (!cur || !cur->same_destination(*ep)) {
           wg::log::event("endpoint {} now resolves to {}", text, ep->to_string());
           ctx.device.set_endpoint(*p, *ep);
@@ -548,7 +548,7 @@ int main(int argc, char** argv) {
     // A first handshake with every peer that has an endpoint, so that /readyz (and the
     // first request) need not wait for traffic to start one.
     for (auto& p : device.peers())
-      if (device.endpoint(*p)) device.initiate_handshake(*p);
+      if (p->endpoint()) device.initiate_handshake(*p);
     auto ex = stack->get_executor();
     std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
     std::string listening;

@@ -223,7 +223,7 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   // A first handshake with every peer that has an endpoint, so the first connection of
   // COMMAND need not wait for one.
   for (auto& p : device.peers())
-    if (device.endpoint(*p)) device.initiate_handshake(*p);
+    if (p->endpoint()) device.initiate_handshake(*p);
   wg::log::verbose("wg-run: {} up in the namespace, UDP port {}{}", name, device.listen_port(),
                    socket_path.empty() ? "" : ", UAPI on " + socket_path);
 

@@ -104,7 +104,7 @@ struct DeviceFuzzAccess {
       ec.clear();
       return n;
     };
-    d.bind_receiver(fn, 0);
+    d.bind_receiver(fn);
   }
 
   // One handshake message, as the handshake thread handles it.
@@ -129,7 +129,7 @@ struct DeviceFuzzAccess {
       else
         on_initiation_consumed(t, now);
     });
-    d.poke_timers(p);
+    d.timer_list_.poke(p);
     return keys.local_index;
   }
 
@@ -140,29 +140,9 @@ struct DeviceFuzzAccess {
   // LeakSanitizer after any input that allocated more than it freed, and gives up after
   // 1,000 such inputs) rarely runs and stays armed.
   static void settle(Device& d) {
-    std::vector<PeerPtr> gone;
-    {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      std::unique_lock lock(d.timer_mu_);
-      // Its wake-up time is the maximum while it scans (a peer it holds then is in its
-      // own copy of the list); poked but not yet running, it finds the list as we leave it.
-      while (d.timer_wake_at_.load() == std::numeric_limits<Clock::rep>::max() &&
-             std::chrono::steady_clock::now() < until) {
-        lock.unlock();
-        std::this_thread::yield();
-        lock.lock();
-      }
-      auto removed = std::partition(d.timer_peers_.begin(), d.timer_peers_.end(),
-                                    [](const PeerPtr& p) { return !p->removed(); });
-      for (auto it = removed; it != d.timer_peers_.end(); ++it) gone.push_back(std::move(*it));
-      d.timer_peers_.erase(removed, d.timer_peers_.end());
-      // Its storage too: the thread, poked but not yet running, would free it in the next
-      // input (about one input in 150 did that, and libFuzzer gave up leak detection
-      // after 135,000 inputs).
-      if (d.timer_peers_.empty()) std::vector<PeerPtr>().swap(d.timer_peers_);
-    }
+    const std::vector<PeerPtr> gone = d.timer_list_.take_removed();
     d.admission_.clear_rate_limiter();
-  }  // the peers go here, with the lock released
+  }  // the peers go here
 };
 
 }  // namespace wg

@@ -72,21 +72,21 @@ TEST_CASE("apply: sync_config adds, updates and removes peers as wg syncconf doe
   REQUIRE(after);
   CHECK(after == before);
   CHECK(allowed(n.dev, *after) == std::set<std::string>{"198.19.0.12/32", "198.19.0.22/32"});
-  CHECK(n.dev.persistent_keepalive(*after) == 0);
+  CHECK(after->persistent_keepalive() == 0);
   const PeerPtr added = n.dev.lookup_peer(p3);
   REQUIRE(added);
-  CHECK(n.dev.preshared_key(*added).to_base64() == psk);
-  REQUIRE(n.dev.endpoint(*added));
-  CHECK(n.dev.endpoint(*added)->to_string() == "198.18.0.3:51820");
+  CHECK(added->preshared_key().to_base64() == psk);
+  REQUIRE(added->endpoint());
+  CHECK(added->endpoint()->to_string() == "198.18.0.3:51820");
   CHECK(allowed(n.dev, *added) == std::set<std::string>{"198.19.0.13/32"});
 
   // A preshared key left out of the file is none (as with wg setconf), not "unchanged".
   sync_config(n.dev, parse_config(head + "[Peer]\nPublicKey = " + p3.to_base64() + "\nAllowedIPs = 198.19.0.13/32\n"));
   CHECK(n.dev.peers().size() == 1);
-  CHECK(n.dev.preshared_key(*added).is_zero());
+  CHECK(added->preshared_key().is_zero());
   // No Endpoint line: the current one stays.
-  REQUIRE(n.dev.endpoint(*added));
-  CHECK(n.dev.endpoint(*added)->to_string() == "198.18.0.3:51820");
+  REQUIRE(added->endpoint());
+  CHECK(added->endpoint()->to_string() == "198.18.0.3:51820");
 }
 
 TEST_CASE("apply: sync_config with an unchanged peer keeps its session (no new handshake)", "[apply]") {
@@ -144,7 +144,7 @@ TEST_CASE("apply: endpoint names are the caller's resolver's to look up, never t
   // called getaddrinfo itself, blocking inside the core).
   apply_config(n.dev, parse_config(peer + "Endpoint = 198.18.0.2:51820\n"));
   REQUIRE(n.dev.peers().size() == 1);
-  CHECK(n.dev.endpoint(*n.dev.peers()[0])->to_string() == "198.18.0.2:51820");
+  CHECK(n.dev.peers()[0]->endpoint()->to_string() == "198.18.0.2:51820");
   try {
     apply_config(n.dev, parse_config(peer + "Endpoint = localhost:51820\n"));
     FAIL("a host name was resolved without a resolver");
@@ -160,7 +160,7 @@ TEST_CASE("apply: endpoint names are the caller's resolver's to look up, never t
   };
   sync_config(n.dev, parse_config(peer + "Endpoint = peer.test:4000\n"), resolver);
   CHECK(asked == std::vector<std::string>{"peer.test:4000"});
-  CHECK(n.dev.endpoint(*n.dev.peers()[0])->to_string() == "198.18.0.7:4000");
+  CHECK(n.dev.peers()[0]->endpoint()->to_string() == "198.18.0.7:4000");
 
   // The system resolver the programs pass: /etc/hosts' localhost, no network.
   std::string err;
