@@ -1,5 +1,4 @@
-// Allowed IPs: the cryptokey routing table. Maps IP prefixes to peers with a path-compressed
-// binary radix trie per family; answers "which peer owns this address" by longest-prefix match.
+// Cryptokey routing: addresses to peers by longest-prefix match.
 #pragma once
 
 #include <algorithm>
@@ -18,9 +17,7 @@ namespace wg {
 
 namespace detail {
 
-// Addresses become unsigned integers in host order, so that "bit i" (counted from the most
-// significant bit of the address) and "first differing bit" are a shift and a count of leading
-// zeros instead of loops over bytes.
+// Keys: addresses as host-order integers.
 struct Key128 {
   uint64_t hi = 0;
   uint64_t lo = 0;
@@ -51,20 +48,20 @@ inline void store_be64(uint64_t v, uint8_t* p) {
   std::memcpy(p, &v, 8);
 }
 
-// Index of the first bit where a and b differ; the key width when they are equal.
+// The key width if a == b.
 inline unsigned first_diff(uint32_t a, uint32_t b) { return std::countl_zero(a ^ b); }
 inline unsigned first_diff(const Key128& a, const Key128& b) {
   if (uint64_t x = a.hi ^ b.hi) return std::countl_zero(x);
   return 64 + std::countl_zero(a.lo ^ b.lo);
 }
 
-// Bit i of k, 0 = most significant; i must be below the key width.
+// Bit i of k from the top; i < key width.
 inline unsigned bit_at(uint32_t k, unsigned i) { return (k >> (31 - i)) & 1; }
 inline unsigned bit_at(const Key128& k, unsigned i) {
   return i < 64 ? (k.hi >> (63 - i)) & 1 : (k.lo >> (127 - i)) & 1;
 }
 
-// k with every bit from `bits` on cleared.
+// k with bits from `bits` on cleared.
 inline uint32_t mask_key(uint32_t k, unsigned bits) {
   return bits == 0 ? 0 : k & (~uint32_t{0} << (32 - bits));
 }
@@ -93,21 +90,9 @@ struct Ipv6Family {
   }
 };
 
-// One family's trie. Each node holds a masked key and its length `cidr`; a node's children
-// differ from it at bit `cidr` (child[0] has it clear, child[1] set) and may skip any number
-// of bits below that. A node without a value is a pure branch point and always has exactly
-// two children: removal re-establishes this, so the trie never holds more than 2n - 1 nodes
-// for n prefixes.
-//
-// As in the kernel's allowedips.c, every node with a value is also on its owner's list
-// (doubly linked through the nodes, headed in `owned_`), and every node knows its parent:
-// listing or removing one owner's prefixes visits only that owner's nodes, never the trie.
-//
-//            branch               owned_[A] -> n1 <-> n3
-//           /      \            owned_[B] -> n2
-//        n1:A     branch
-//                /      \   (every node also points to its parent)
-//              n2:B    n3:A
+// One family's path-compressed trie. A node's key is masked to `cidr` bits; its children
+// differ from it at bit `cidr`. A valueless node has exactly two children. As in the
+// kernel's allowedips.c, nodes know their parent and valued nodes are on their owner's list.
 template <class V, class Family>
 class RadixTrie {
 public:
@@ -118,7 +103,7 @@ public:
   RadixTrie& operator=(const RadixTrie&) = delete;
   ~RadixTrie() { clear(); }
 
-  // Returns true when the prefix is new, false when it replaced the owner of an existing one.
+  // True if the prefix is new; false if it existed (v now owns it).
   bool insert(Key key, unsigned cidr, V v) {
     key = mask_key(key, cidr);
     std::unique_ptr<Node>* slot = &root_;
@@ -133,7 +118,7 @@ public:
       }
       unsigned common = std::min({first_diff(key, n->key), cidr, unsigned{n->cidr}});
       if (common == n->cidr) {
-        if (cidr == n->cidr) {  // same prefix
+        if (cidr == n->cidr) {
           bool added = n->value == V{};
           if (n->value != v) {
             disown(n);
@@ -143,11 +128,10 @@ public:
           return added;
         }
         parent = n;
-        slot = &n->child[bit_at(key, n->cidr)];  // n covers the new prefix: descend
+        slot = &n->child[bit_at(key, n->cidr)];  // n covers the prefix: descend
         continue;
       }
-      // The new prefix leaves n's path above n: it becomes n's parent, or both hang off a
-      // new branch node at the first bit where they differ.
+      // The prefix diverges above n: it becomes n's parent, or both go under a new branch.
       std::unique_ptr<Node> old = std::move(*slot);
       if (common == cidr) {
         *slot = make_node(key, cidr, parent);
@@ -188,7 +172,7 @@ public:
     return true;
   }
 
-  // Costs what v owns: its list, each node unlinked and the trie repaired around it.
+  // Costs what v owns.
   void remove_by_peer(V v) {
     auto it = owned_.find(v);
     if (it == owned_.end()) return;
@@ -199,18 +183,17 @@ public:
       n->value = V{};
       n->prev_owned = n->next_owned = nullptr;
       --size_;
-      collapse(n);  // frees n and at most its valueless parent, never a listed node
+      collapse(n);  // never frees a listed node: next stays valid
       n = next;
     }
   }
 
-  // f(IpPrefix) for each prefix of v, in address order (a prefix before those it contains).
   template <class F>
   void for_each(V v, F& f) const {
     auto it = owned_.find(v);
     if (it == owned_.end()) return;
     const Node* head = it->second;
-    if (!head->next_owned) {  // the common case: one prefix, nothing to sort
+    if (!head->next_owned) {
       f(prefix_of(*head));
       return;
     }
@@ -223,7 +206,7 @@ public:
   }
 
   void clear() {
-    // Iteratively: a deep trie (up to kBits levels) must not recurse in destructors.
+    // Iterative, so a deep trie cannot overflow the stack.
     std::vector<std::unique_ptr<Node>> stack;
     if (root_) stack.push_back(std::move(root_));
     while (!stack.empty()) {
@@ -238,11 +221,8 @@ public:
 
   size_t size() const { return size_; }
   size_t node_count() const { return count_at(root_.get()); }
-  // Owners with at least one prefix.
   size_t owner_count() const { return owned_.size(); }
 
-  // Debugging and tests: every structural invariant holds (parents, branch nodes with two
-  // children, keys masked and on their parent's side, each owner's list exactly its nodes).
   bool check() const {
     size_t valued = 0;
     if (root_ && root_->parent) return false;
@@ -265,7 +245,7 @@ private:
     V value{};
     Node* parent = nullptr;
     std::unique_ptr<Node> child[2];
-    Node* prev_owned = nullptr;  // the owner's list; null on both ends and without a value
+    Node* prev_owned = nullptr;  // the owner's list; null when valueless
     Node* next_owned = nullptr;
   };
 
@@ -277,7 +257,7 @@ private:
     return n;
   }
 
-  // Hangs c below p on the side its key says.
+  // Hangs c below p on its key's side.
   static void adopt(Node& p, std::unique_ptr<Node> c) {
     c->parent = &p;
     p.child[bit_at(c->key, p.cidr)] = std::move(c);
@@ -296,7 +276,7 @@ private:
     return p;
   }
 
-  // Gives the valueless node n to v, at the head of v's list.
+  // Gives valueless n to v.
   void own(Node* n, V v) {
     n->value = v;
     auto [it, fresh] = owned_.try_emplace(v, n);
@@ -307,7 +287,7 @@ private:
     }
   }
 
-  // Takes n (which has a value) off its owner's list and clears its value.
+  // Clears n's value and unlists it.
   void disown(Node* n) {
     if (n->value == V{}) return;
     if (n->prev_owned) n->prev_owned->next_owned = n->next_owned;
@@ -322,9 +302,7 @@ private:
     return n->parent ? n->parent->child[bit_at(n->key, n->parent->cidr)] : root_;
   }
 
-  // Restores the invariant at n after it lost its value or a child: a valueless node with
-  // one child is replaced by that child (whose key already says where it sits), one with
-  // none disappears, and then its parent may be a valueless node with one child.
+  // Restores the branch invariant upward from n.
   void collapse(Node* n) {
     while (n && n->value == V{} && !(n->child[0] && n->child[1])) {
       Node* parent = n->parent;
@@ -363,43 +341,32 @@ private:
 
 }  // namespace detail
 
-// The allowed-IPs table of a device: IPv4 and IPv6 prefixes, each owned by one peer.
-//
-// V is a cheap, copyable, equality-comparable handle (the device uses `Peer*`); a
-// value-initialized V{} means "no peer" and is never stored.
-//
-// Thread safety: none. Concurrent const calls (lookup, for_each, size) are safe with each
-// other; anything else must be exclusive. The device holds a std::shared_mutex: shared for
-// lookups on the data path, exclusive for configuration changes.
-//
-// Cost: lookup walks at most one node per distinct prefix length on the path (<= 33 / 129),
-// with no allocation. insert/remove are O(key width). remove_by_peer and for_each cost what
-// the peer owns (each owner's nodes are on a list, as in the kernel), plus a hash lookup; so
-// replacing one peer's prefixes among 65,536 peers costs no more than among ten.
+// A device's allowed IPs. V is a cheap copyable handle (the device uses Peer*); V{} means no
+// peer and is never stored. Not thread-safe: const calls may run concurrently, others must be
+// exclusive (the device's shared_mutex). lookup does not allocate; insert and remove are
+// O(key width); remove_by_peer and for_each cost what the peer owns.
 template <class V>
 class AllowedIps {
 public:
-  // Routes p (host bits cleared) to v. Inserting a prefix that is already present hands it to
-  // v. Ignored if v is V{}, p's family is not 4 or 6, or p.bits exceeds the family's width.
+  // Routes p (host bits cleared) to v, taking it from any other owner. Ignored if v is V{}
+  // or p is invalid.
   void insert(const IpPrefix& p, V v) {
     if (v == V{} || !valid(p)) return;
     if (p.addr.is_v4()) v4_.insert(Ipv4::load(p.addr.bytes.data()), p.bits, v);
     else v6_.insert(Ipv6::load(p.addr.bytes.data()), p.bits, v);
   }
 
-  // The owner of the longest prefix containing a, or V{} if none does. Addresses of one
-  // family never match prefixes of the other.
+  // The owner of the longest prefix containing a, or V{}.
   V lookup(const IpAddress& a) const { return lookup(a.bytes.data(), a.family); }
 
-  // Hot-path form: addr points at 4 (family 4) or 16 (family 6) bytes in network order,
-  // e.g. straight into a packet header. Any other family yields V{}.
+  // addr: 4 or 16 network-order bytes; other families give V{}.
   V lookup(const uint8_t* addr, int family) const {
     if (family == 4) return v4_.lookup(Ipv4::load(addr));
     if (family == 6) return v6_.lookup(Ipv6::load(addr));
     return V{};
   }
 
-  // Removes p (host bits cleared) if it is present and owned by v; returns whether it did.
+  // Removes p if v owns it; returns whether it did.
   bool remove(const IpPrefix& p, V v) {
     if (v == V{} || !valid(p)) return false;
     if (p.addr.is_v4()) return v4_.remove(Ipv4::load(p.addr.bytes.data()), p.bits, v);
@@ -418,8 +385,8 @@ public:
     v6_.clear();
   }
 
-  // Calls f(IpPrefix) for each prefix owned by v: IPv4 first, then IPv6, each in address
-  // order (a prefix before the prefixes it contains). f must not modify the table.
+  // f(IpPrefix) for each prefix of v, IPv4 then IPv6, in address order (a prefix before
+  // those it contains). f must not modify the table.
   template <class F>
   void for_each(V v, F f) const {
     if (v == V{}) return;
@@ -427,13 +394,13 @@ public:
     v6_.for_each(v, f);
   }
 
-  // Number of prefixes, both families.
+  // Both families.
   size_t size() const { return v4_.size() + v6_.size(); }
 
-  // Debugging: trie nodes in use, including branch nodes (at most 2 * size() - 1 per family).
+  // Trie nodes, branches included: at most 2 * size() - 1 per family.
   size_t node_count() const { return v4_.node_count() + v6_.node_count(); }
 
-  // Tests: the tries' structure and the per-peer lists agree (O(nodes)).
+  // Tests: structure and owner lists are consistent; O(nodes).
   bool check() const { return v4_.check() && v6_.check(); }
 
 private:

@@ -1,4 +1,4 @@
-// Config → Device (endpoint names are resolved by the caller's resolver).
+// Config → Device.
 #include "wg/apply.hpp"
 
 #include <algorithm>

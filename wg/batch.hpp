@@ -1,5 +1,4 @@
-// A batch: up to kMaxBatch packets of one peer under one keypair on their way through
-// the AEAD and the peer's in-order queue; and the pool batches are reused from.
+// Batches of packets and their pool.
 #pragma once
 
 #include <array>
@@ -18,20 +17,19 @@ inline constexpr size_t kMaxBatch = 128;
 
 class Peer;
 
-// A batch of packets of one peer under one keypair, moving through encryption or
-// decryption and then the peer's in-order queue.
+// Packets of one peer under one keypair, through the AEAD, then the peer's in-order queue.
 struct Batch {
   enum class Kind { outbound, inbound } kind = Kind::outbound;
   std::shared_ptr<Peer> peer;
   KeypairPtr keypair;
   size_t count = 0;
-  bool done = false;  // guarded by the peer's queue mutex
+  bool done = false;  // guarded by Peer::queue_mu_
   std::array<uint8_t*, kMaxBatch> bufs{};     // outbound: a pool buffer; inbound: the datagram
   std::array<uint8_t*, kMaxBatch> owners{};   // inbound: the pool buffer holding it (one share)
-  std::array<size_t, kMaxBatch> sizes{};      // datagram or plaintext size (see send/receive)
+  std::array<size_t, kMaxBatch> sizes{};      // datagram or plaintext size
   std::array<uint64_t, kMaxBatch> counters{};
   std::array<bool, kMaxBatch> ok{};
-  std::array<conn::Endpoint, kMaxBatch> sources{};  // inbound: where each came from
+  std::array<conn::Endpoint, kMaxBatch> sources{};  // inbound
 
   void reset() {
     peer.reset();

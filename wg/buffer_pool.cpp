@@ -61,7 +61,7 @@ void BufferPool::close() {
 }
 
 void BufferPool::wake() {
-  { std::lock_guard lock(mu_); }  // a taker is before its test of stop (and sees it) or asleep
+  { std::lock_guard lock(mu_); }  // a taker now either sees stop or is asleep
   cv_.notify_all();
 }
 

@@ -1,6 +1,5 @@
-// The data path's packet buffers: a bounded pool, allocated lazily up to its limit and
-// then reused. Taking blocks when the pool is exhausted, which is how the pipeline pushes
-// back on its readers; no allocation once warmed up.
+// Packet buffers, allocated lazily up to a limit and reused. take() blocks when all are
+// in use: the pipeline's back-pressure on its readers.
 #pragma once
 
 #include <atomic>
@@ -17,52 +16,46 @@
 namespace wg {
 
 inline constexpr size_t kBufferSize = 65536 + 64;
-// Headroom for the transport header in front of plaintext; tailroom for padding and tag.
+// Room for the transport header before plaintext, and for padding and tag after.
 inline constexpr size_t kHeadroom = kTransportHeaderSize;
 inline constexpr size_t kTailroom = 32;
 
-// Each buffer carries a share count, for a received buffer whose datagrams travel in
-// several batch entries (zero-copy receive, conn::ReceiveFn): the receiver shares it
-// among them before handing any on, and the entry that drops the last share returns it.
-// Outside a sharing (in the pool, or held whole by one owner) a buffer's count is 1.
+// A buffer's share count lets several batch entries hold one received buffer; the last
+// to drop its share returns it. Unshared, the count is 1.
 class BufferPool {
 public:
   explicit BufferPool(size_t limit) : limit_(limit) {}
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
-  // Takes up to n buffers, at least one: blocks while none is available, unless closed
-  // (then returns 0) or, with `stop`, once *stop is true and wake() was called after it
-  // was set (then returns 0 as well).
+  // Takes 1 to n buffers, blocking while none is free. Returns 0 once closed, or once
+  // *stop is set and wake() called.
   size_t take(uint8_t** out, size_t n, const std::atomic<bool>* stop = nullptr);
-  // Takes up to n without blocking.
+  // Never blocks.
   size_t try_take(uint8_t** out, size_t n);
   void give(uint8_t* const* bufs, size_t n);
   void give(uint8_t* buf) { give(&buf, 1); }
-  // Sets the shares of buf, held whole by the caller, to n >= 1, before any holder of
-  // one can drop it (handing the holders on publishes it).
+  // buf is held whole by the caller and no share is handed on yet; n >= 1.
   static void share(uint8_t* buf, uint32_t n) { shares(buf).store(n, std::memory_order_relaxed); }
-  // Drops one share of buf; true when it was the last, and buf is the caller's to give
-  // (its count back at 1).
+  // True when it was the last share: buf (count back at 1) is the caller's to give.
   static bool drop(uint8_t* buf) {
     auto& s = shares(buf);
-    if (s.load(std::memory_order_acquire) == 1) return true;  // not shared, or the others dropped theirs
+    if (s.load(std::memory_order_acquire) == 1) return true;  // the others dropped theirs
     if (s.fetch_sub(1, std::memory_order_acq_rel) != 1) return false;
     s.store(1, std::memory_order_relaxed);
     return true;
   }
-  // Raises (or, negative, lowers) the number of buffers the pool may allocate. Lowered
-  // below what it has allocated, it allocates no more (none are freed) until raised again.
+  // Changes the allocation limit by n. Lowering it frees nothing.
   void add_limit(std::ptrdiff_t n);
   void close();
-  // Wakes every take() so that it looks at its `stop` again.
+  // Makes every take() check its `stop`.
   void wake();
   size_t allocated() const;
   size_t limit() const;
-  size_t idle() const;  // in the pool now; allocated() when every buffer is back
+  size_t idle() const;  // in the pool now
 
 private:
-  // The share count sits in a header of its own cache line in front of the bytes.
+  // The share count sits in its own cache line before the bytes.
   static constexpr size_t kHeader = 64;
   static std::atomic<uint32_t>& shares(uint8_t* buf) {
     return *std::launder(reinterpret_cast<std::atomic<uint32_t>*>(buf - kHeader));

@@ -1,6 +1,4 @@
-// Parser for the wg-quick `.conf` format, line by line, with the rules of wg(8) and
-// wg-quick(8): case-insensitive section and key names, `#` comments, comma lists that
-// accumulate across lines. Values that are keys are never echoed into error messages.
+// The `.conf` parser, by wg(8)'s rules. Key values are never echoed into errors.
 #include "wg/config.hpp"
 
 #include <fcntl.h>
@@ -36,7 +34,7 @@ constexpr uint32_t kMinMtu = 576;
 constexpr uint32_t kMaxMtu = 65535;
 
 
-// Whole-string unsigned number in the given base; nullopt on anything else or overflow.
+// The whole string as a number; nullopt on anything else or overflow.
 std::optional<uint64_t> parse_uint(std::string_view s, int base = 10) {
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
@@ -44,7 +42,7 @@ std::optional<uint64_t> parse_uint(std::string_view s, int base = 10) {
   return v;
 }
 
-// Calls f on each trimmed, non-empty item of a comma-separated list.
+// f(item) for each trimmed, non-empty item.
 template <class F>
 void for_each_item(std::string_view list, F&& f) {
   while (!list.empty()) {
@@ -56,7 +54,7 @@ void for_each_item(std::string_view list, F&& f) {
   }
 }
 
-// A DNS search domain: letters, digits, '-', '_' and '.', as resolv.conf takes them.
+// Letters, digits, '-', '_' and '.', as resolv.conf takes them.
 bool is_search_domain(std::string_view s) {
   if (s.empty() || s.size() > 253) return false;
   for (char c : s) {
@@ -67,8 +65,7 @@ bool is_search_domain(std::string_view s) {
   return true;
 }
 
-// Why an endpoint is malformed, or empty when it has the shape "host:port",
-// "[v6]:port" or "[v6%zone]:port" with a port of 1-65535.
+// Empty for "host:port", "[v6]:port" or "[v6%zone]:port" with port 1-65535; else why not.
 std::string endpoint_problem(std::string_view ep) {
   std::string_view host, port;
   if (ep.front() == '[') {
@@ -101,7 +98,7 @@ std::string endpoint_problem(std::string_view ep) {
 
 enum class Section { none, interface, peer };
 
-// One pass over the text. Scalar keys may appear once per section; list keys accumulate.
+// Scalar keys may appear once per section; list keys accumulate.
 class Parser {
 public:
   Config run(std::string_view text) {
@@ -157,13 +154,13 @@ private:
     }
   }
 
-  // A [Peer] is complete only with its PublicKey; report it at the section header.
+  // A [Peer] without PublicKey is reported at its header.
   void end_section() {
     if (section_ == Section::peer && !peer_has_key_)
       throw ConfigError(section_line_, "[Peer] without PublicKey");
   }
 
-  // Rejects a scalar key given twice in one section; `canonical` names it in messages.
+  // Rejects a repeated scalar key; `canonical` names it in messages.
   void once(std::string_view canonical) {
     auto [it, fresh] = seen_.try_emplace(std::string(canonical), line_);
     if (!fresh)
@@ -217,7 +214,7 @@ private:
         else fail(fmt::format("invalid DNS entry '{}'", item));
       });
     } else if (auto extra = wg_quick_key(key)) {
-      // wg-quick allows several PreUp/PostUp/... lines; Table and SaveConfig are scalars.
+      // Hooks may repeat; Table and SaveConfig may not.
       if (*extra == "Table" || *extra == "SaveConfig") once(*extra);
       iface.wg_quick_extras.emplace_back(*extra, value);
     } else {
@@ -264,7 +261,7 @@ private:
     }
   }
 
-  // Decimal, 0x-prefixed hex, or "off" (stored as 0), like wg(8).
+  // Decimal, 0x hex, or "off" (0), like wg(8).
   uint32_t parse_fwmark(std::string_view value) const {
     if (ascii_iequals(value, "off")) return 0;
     std::optional<uint64_t> v;
@@ -289,11 +286,11 @@ private:
   size_t section_line_ = 0;
   size_t interface_line_ = 0;
   bool peer_has_key_ = false;
-  std::unordered_map<std::string, size_t> seen_;                      // key -> line, this section
-  std::unordered_map<PublicKey, size_t, PublicKeyHash> peer_lines_;   // key -> [Peer] line
+  std::unordered_map<std::string, size_t> seen_;                      // this section's key -> line
+  std::unordered_map<PublicKey, size_t, PublicKeyHash> peer_lines_;   // -> [Peer] line
 };
 
-// Wipes a buffer that held key material on every path.
+// Wipes a buffer of key material on every path.
 struct WipeOnExit {
   std::string& s;
   ~WipeOnExit() { secure_wipe(s.data(), s.size()); }

@@ -1,5 +1,4 @@
-// mac1/mac2 and cookie replies: keys derived from the receiver's public key, cookies
-// from a secret that changes every two minutes.
+// Keys derive from the receiver's public key; cookies from a secret renewed every 2 min.
 #include "wg/cookie.hpp"
 
 #include <cstring>
@@ -45,13 +44,11 @@ void CookieChecker::cookie_for(uint8_t out[kMacLen], std::span<const uint8_t> sr
 bool CookieChecker::check_mac2(std::span<const uint8_t> msg, std::span<const uint8_t> src,
                                TimePoint now) {
   if (msg.size() < 2 * kMacLen) return false;
-  // A sender without a cookie sends a zero mac2 (5.4.4): refused without the two hashes
-  // and the lock, which a flood from spoofed sources would otherwise cost per message
-  // (a real mac2 is all zero with probability 2^-128).
+  // A zero mac2 means no cookie (5.4.4): refused before the lock and the hashes.
   static constexpr uint8_t kZero[kMacLen] = {};
   if (std::memcmp(msg.data() + mac2_offset(msg.size()), kZero, kMacLen) == 0) return false;
   std::lock_guard lock(mu_);
-  // An expired secret means no cookie we handed out is still valid.
+  // No cookie outlives the secret.
   if (!secret_set_ || now - *secret_set_ >= kCookieSecretMaxAge) return false;
   uint8_t cookie[kMacLen];
   uint8_t mac[kMacLen];

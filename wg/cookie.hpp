@@ -1,6 +1,4 @@
-// mac1/mac2 and cookie replies (WireGuard paper, section 5.4.4 and 5.4.7). The checker
-// guards our handshake messages under load; the generator stamps the messages we send to
-// one peer. Sans-I/O: `now` is passed in. Both are thread-safe.
+// mac1/mac2 and cookie replies (the paper's 5.4.4 and 5.4.7). Sans-I/O; thread-safe.
 #pragma once
 
 #include <mutex>
@@ -12,14 +10,14 @@
 
 namespace wg {
 
-// Verifies mac1/mac2 of handshake messages addressed to us and makes cookie replies.
+// Checks the macs of handshake messages to us; makes cookie replies.
 class CookieChecker {
 public:
   void init(const PublicKey& local_public);
 
   // msg is a whole initiation or response (mac1 at size-32, mac2 at size-16).
   bool check_mac1(std::span<const uint8_t> msg) const;
-  // src identifies the sender's address and port (any stable byte string).
+  // src: the sender's address and port as any stable byte string.
   bool check_mac2(std::span<const uint8_t> msg, std::span<const uint8_t> src, TimePoint now);
   MessageCookieReply create_reply(std::span<const uint8_t> msg, uint32_t receiver,
                                   std::span<const uint8_t> src, TimePoint now);
@@ -34,14 +32,14 @@ private:
   std::optional<TimePoint> secret_set_;
 };
 
-// Computes mac1/mac2 for the messages we send to one peer and takes its cookie replies.
+// Stamps our handshake messages to one peer; takes its cookie replies.
 class CookieGenerator {
 public:
   void init(const PublicKey& remote_public);
 
-  // Writes mac1 and mac2 into msg (initiation or response, whole).
+  // msg: a whole initiation or response.
   void add_macs(std::span<uint8_t> msg, TimePoint now);
-  // Accepts a cookie reply to the last message we stamped. False if it does not decrypt.
+  // For the last message stamped; false if it does not decrypt.
   bool consume_reply(const MessageCookieReply& reply, TimePoint now);
 
 private:

@@ -1,4 +1,4 @@
-// Crypto wrappers over libsodium (X25519, AEADs, wiping) and libb2 (BLAKE2s).
+// Over libsodium, and libb2 for BLAKE2s.
 #include "wg/crypto.hpp"
 
 #include <blake2.h>
@@ -94,12 +94,9 @@ PrivateKey generate_private_key() {
 }
 
 #if defined(WGNET_FUZZ_CHEAP_DH)
-// Fuzz campaigns only (CMake WGNET_FUZZ_CHEAP_DH, which needs WGNET_FUZZ): X25519 is
-// about 50 us and a handshake takes nine, which held receive_fuzz under 1,000 inputs/s.
-// This stand-in keeps what the code above it relies on: a public key is a function of
-// the private key, DH(a, pub(b)) == DH(b, pub(a)), a different key gives a different
-// secret, and the all-zero point (low order) fails as libsodium fails it. It is not
-// Diffie-Hellman: pub(a) is a hash of a, and the secret a hash of both public keys.
+// Fuzzing only (WGNET_FUZZ_CHEAP_DH): a cheap stand-in, not Diffie-Hellman, that keeps
+// DH(a, pub(b)) == DH(b, pub(a)), distinct secrets for distinct keys, and failure on
+// the all-zero point.
 #if !defined(FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION)
 #error "WGNET_FUZZ_CHEAP_DH is for fuzz builds only"
 #endif
@@ -127,7 +124,7 @@ PublicKey public_key(const PrivateKey& priv) {
 
 std::optional<SymmetricKey> x25519(const PrivateKey& priv, const PublicKey& pub) {
   SymmetricKey out;
-  // libsodium returns -1 when the result is all zero (low-order point); check anyway.
+  // libsodium fails an all-zero result; checked anyway.
   if (crypto_scalarmult(out.data(), priv.data(), pub.data()) != 0 || out.is_zero())
     return std::nullopt;
   return out;
@@ -143,8 +140,8 @@ void hash(uint8_t out[kHashLen], std::span<const uint8_t> a, std::span<const uin
 }
 
 void mac(uint8_t out[kMacLen], std::span<const uint8_t> key, std::span<const uint8_t> data) {
-  // libb2's order: blake2s(out, in, key, outlen, inlen, keylen). It refuses keys over
-  // 32 bytes, which WireGuard never uses; fail loudly rather than leave `out` untouched.
+  // blake2s(out, in, key, outlen, inlen, keylen) refuses keys over 32 bytes, which
+  // WireGuard never uses: throw rather than leave `out` untouched.
   if (key.size() > BLAKE2S_KEYBYTES || blake2s(out, data.data(), key.data(), kMacLen, data.size(), key.size()) != 0)
     throw std::invalid_argument("crypto::mac: key longer than 32 bytes");
 }

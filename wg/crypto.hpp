@@ -1,6 +1,4 @@
-// Crypto wrappers for WireGuard: typed keys (wiped when dropped, compared in constant
-// time, never formatted), X25519, BLAKE2s hash/MAC/HMAC/HKDF, ChaCha20-Poly1305 with
-// WireGuard's nonce layout, and XChaCha20-Poly1305 for cookies.
+// WireGuard's primitives: typed keys, X25519, BLAKE2s, the AEADs.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "wg/base/random.hpp"  // random_bytes, part of the crypto vocabulary
+#include "wg/base/random.hpp"  // random_bytes
 
 namespace wg {
 
@@ -29,8 +27,8 @@ void secure_wipe(void* p, size_t n);
 // Constant-time equality of two equal-length buffers.
 bool ct_equal(const void* a, const void* b, size_t n);
 
-// A 32-byte key. Tag keeps private, public, preshared and symmetric keys apart.
-// There is deliberately no formatter and no stream operator.
+// A 32-byte key, wiped when dropped, compared in constant time. Tag keeps kinds apart.
+// Deliberately no formatter or stream operator.
 template <class Tag>
 class Key {
 public:
@@ -67,7 +65,7 @@ using PublicKey = Key<PublicTag>;
 using PresharedKey = Key<PresharedTag>;
 using SymmetricKey = Key<SymmetricTag>;
 
-// Hash of a public key, for unordered containers (public keys are not secret).
+// Public keys are not secret.
 struct PublicKeyHash {
   size_t operator()(const PublicKey& k) const;
 };
@@ -77,7 +75,7 @@ namespace crypto {
 // --- X25519 ---
 PrivateKey generate_private_key();  // random, clamped
 PublicKey public_key(const PrivateKey& priv);
-// Returns nullopt when the shared secret is all zero (a low-order point).
+// nullopt for an all-zero secret (a low-order point).
 std::optional<SymmetricKey> x25519(const PrivateKey& priv, const PublicKey& pub);
 
 // --- BLAKE2s ---
@@ -86,15 +84,15 @@ void hash(uint8_t out[kHashLen], std::span<const uint8_t> a, std::span<const uin
 void mac(uint8_t out[kMacLen], std::span<const uint8_t> key, std::span<const uint8_t> data);
 // HMAC-BLAKE2s-256.
 void hmac(uint8_t out[kHashLen], std::span<const uint8_t> key, std::span<const uint8_t> data);
-// WireGuard's KDF_n: n = 1..3 outputs of 32 bytes from chaining key and input.
+// KDF_n: 1..3 outputs of 32 bytes.
 void kdf(std::span<const uint8_t> ck, std::span<const uint8_t> input, uint8_t* out1,
          uint8_t* out2 = nullptr, uint8_t* out3 = nullptr);
 
-// --- ChaCha20-Poly1305 (IETF), nonce = 4 zero bytes || 64-bit little-endian counter ---
-// dst must hold src.size() + 16 bytes; dst may equal src.data() (in place).
+// --- ChaCha20-Poly1305, nonce = 4 zero bytes || le64 counter ---
+// dst holds src.size() + 16 bytes and may equal src.data().
 void aead_seal(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter,
                std::span<const uint8_t> src, std::span<const uint8_t> ad);
-// src includes the 16-byte tag; dst gets src.size() - 16 bytes. False on failure.
+// src includes the tag; dst gets src.size() - 16 bytes.
 bool aead_open(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter,
                std::span<const uint8_t> src, std::span<const uint8_t> ad);
 

@@ -1,7 +1,5 @@
-// When the handshake thread is "under load": then an initiation or response must first
-// prove its source address with a cookie (mac2) before any Diffie-Hellman is spent on
-// it, and the proven sources are rate-limited (WireGuard paper, section 5.3). Sans-I/O:
-// the caller passes the queue's length and `now`.
+// Whether the handshake thread is under load: then handshake messages need a valid
+// cookie (mac2) before any Diffie-Hellman, and sources are rate-limited (the paper's 5.3).
 #pragma once
 
 #include <algorithm>
@@ -14,29 +12,25 @@ namespace wg {
 
 class HandshakeLoad {
 public:
-  // How long the load lasts after the queue was last seen at its mark. Without a hold,
-  // a flood between the rate of Diffie-Hellman and the rate of cookie replies makes the
-  // queue oscillate around the mark: cheap cookie replies drain it below, then every
-  // message costs a Diffie-Hellman until it is back (in the netns pair at 20,000 spoofed
-  // initiations/s, 85 % got the Diffie-Hellman and the daemon a whole core).
+  // Load lasts this long after the queue was at its mark, so a flood that cookie
+  // replies drained does not reach Diffie-Hellman again.
   static constexpr std::chrono::seconds kHold{1};
 
-  // Under load, initiations without a cookie from a peer's known endpoint that may still
-  // get a Diffie-Hellman: per second, and at once. A flood that spoofs peers' endpoints
-  // costs at most this (50 x ~50 us = 0.25 % of a core), then gets cookies.
+  // Under load, cookieless initiations from a peer's known endpoint that still get a
+  // Diffie-Hellman: rate and burst. Beyond them, they get cookies.
   static constexpr int kKnownPerSecond = 50;
   static constexpr int kKnownBurst = 10;
 
-  // queue_limit: the handshake queue's bound; an eighth of it queued is the mark.
+  // The mark is an eighth of the handshake queue's bound.
   explicit HandshakeLoad(size_t queue_limit) : mark_(std::max<size_t>(queue_limit / 8, 1)) {}
 
-  // For each message taken off the queue, with `queued` messages still behind it.
+  // Call per message dequeued; `queued` are still waiting.
   bool under_load(size_t queued, TimePoint now) {
     if (queued >= mark_) until_ = now + kHold;
     return now < until_;
   }
 
-  // Whether the known-endpoint budget has one left at `now` (and spends it).
+  // Spends one of the known-endpoint budget, if any is left.
   bool spend_known(TimePoint now) {
     constexpr auto cost = std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)) / kKnownPerSecond;
     if (known_last_ == TimePoint{}) known_credit_ = cost * kKnownBurst;

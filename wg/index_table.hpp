@@ -20,7 +20,7 @@ public:
 
   // A fresh random index for a handshake of `peer`, never 0 and never in use.
   uint32_t new_index(std::shared_ptr<Peer> peer);
-  // Turns a handshake index into a keypair index (same number). False if it is gone.
+  // The same index now names the keypair. False if it is gone.
   bool set_keypair(uint32_t index, KeypairPtr keypair);
   std::optional<Entry> lookup(uint32_t index) const;
   void remove(uint32_t index);

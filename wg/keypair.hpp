@@ -1,5 +1,4 @@
-// A session's transport keys and counters, plus the key-age rules of the paper
-// (rekey after 120 s / 2^60 messages, reject after 180 s / 2^64-2^13-1 messages).
+// A session's transport keys and counters, and the paper's key-age rules.
 #pragma once
 
 #include <atomic>
@@ -16,18 +15,17 @@ namespace wg {
 
 class Peer;
 
-// A handshake's session keys and indices (noise::SessionKeys, never changed after
-// creation) with what the data path keeps of the session.
+// The SessionKeys never change after creation.
 struct Keypair : noise::SessionKeys {
   TimePoint created{};
   Peer* peer = nullptr;
 
-  // Next send counter; taken by the send path in order.
+  // Next send counter.
   std::atomic<uint64_t> send_nonce{0};
-  // Guarded by the peer's receive sequencing (one flush at a time).
+  // Only the peer's in-order receive path, one flush at a time, uses it.
   ReplayFilter replay;
 
-  // The keys leave the AEAD's per-thread caches with it (the members wipe themselves).
+  // Also wipes the keys from the AEAD's per-thread caches.
   ~Keypair() {
     transport::forget(send.data());
     transport::forget(receive.data());
@@ -41,12 +39,12 @@ inline bool keypair_can_send(const Keypair& kp, uint64_t nonce, TimePoint now) {
   return nonce < kRejectAfterMessages && now - kp.created < kRejectAfterTime;
 }
 
-// May this keypair still decrypt (before the replay check)?
+// May it still decrypt? Before the replay check.
 inline bool keypair_can_receive(const Keypair& kp, TimePoint now) {
   return now - kp.created < kRejectAfterTime;
 }
 
-// After sending with `nonce`: should we start a new handshake?
+// After sending with `nonce`: is a new handshake due?
 inline bool rekey_due_on_send(const Keypair& kp, uint64_t nonce, TimePoint now) {
   return nonce > kRekeyAfterMessages || (kp.initiator && now - kp.created > kRekeyAfterTime);
 }

@@ -1,6 +1,5 @@
-// The WireGuard wire format and protocol constants, in one place (as the paper names them).
-// All multi-byte integers are little-endian on the wire; the structs are read and
-// written with memcpy, never cast over a buffer.
+// The wire format and protocol constants, named as in the paper. Integers are
+// little-endian; the structs are copied with memcpy, never cast over a buffer.
 #pragma once
 
 #include <bit>
@@ -19,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 using namespace std::chrono_literals;
 
-// --- protocol constants (WireGuard paper, section 6) ---
+// --- protocol constants (the paper's section 6) ---
 inline constexpr uint64_t kRekeyAfterMessages = 1ull << 60;
 inline constexpr uint64_t kRejectAfterMessages = ~0ull - (1ull << 13);  // 2^64 - 2^13 - 1
 inline constexpr auto kRekeyAfterTime = 120s;
@@ -85,13 +84,12 @@ static_assert(sizeof(MessageResponse) == kResponseSize);
 static_assert(sizeof(MessageCookieReply) == kCookieReplySize);
 static_assert(sizeof(MessageTransportHeader) == kTransportHeaderSize);
 
-// Offsets of mac1 within a message: mac1 covers everything before it, mac2 everything
-// before mac2.
+// mac1 covers everything before it, mac2 everything before mac2.
 inline constexpr size_t kInitiationMac1Offset = offsetof(MessageInitiation, mac1);
 inline constexpr size_t kResponseMac1Offset = offsetof(MessageResponse, mac1);
 
-// Classifies a datagram: its type if the first four bytes are a known type (three zero
-// reserved bytes) and its length is exact for that type; nullopt otherwise.
+// The type if the first four bytes are a known type with zero reserved bytes and the
+// length is exact for it; nullopt otherwise.
 inline std::optional<MessageType> classify_message(const uint8_t* p, size_t n) {
   if (n < 4) return std::nullopt;
   uint32_t t;

@@ -1,4 +1,4 @@
-// Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s as WireGuard uses it (paper, section 5.4).
+// Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s as in the paper's section 5.4.
 #include "wg/noise.hpp"
 
 #include <cstring>
@@ -34,9 +34,7 @@ void mix_hash(uint8_t h[kHashLen], Span data) { crypto::hash(h, Span(h, kHashLen
 // ck = KDF1(ck, data)
 void mix_key(SymmetricKey& ck, Span data) { crypto::kdf(bytes(ck), data, ck.data()); }
 
-// (ck, key) = KDF2(ck, dh)
-// Noise's EncryptAndHash: `plain` sealed under `key` (nonce 0, the hash as associated
-// data) into `out` (plain and tag), and `out` mixed into the hash.
+// Noise's EncryptAndHash: seals under `key`, nonce 0, ad = h; out holds plain and tag.
 template <size_t N>
 void encrypt_and_hash(uint8_t h[kHashLen], const SymmetricKey& key, Span plain, uint8_t (&out)[N]) {
   crypto::aead_seal(out, key.data(), 0, plain, Span(h, kHashLen));
@@ -51,12 +49,12 @@ bool decrypt_and_hash(uint8_t h[kHashLen], const SymmetricKey& key, const uint8_
   return true;
 }
 
+// (ck, key) = KDF2(ck, dh)
 void mix_dh(SymmetricKey& ck, SymmetricKey& key, const SymmetricKey& dh) {
   crypto::kdf(bytes(ck), bytes(dh), ck.data(), key.data());
 }
 
-// Wipes the stack below its caller, where the frames of the calls the caller made were:
-// libb2's blake2s_final leaves its output, a KDF's output, in a buffer there.
+// Wipes the stack below its caller: libb2's blake2s_final leaves KDF output there.
 [[gnu::noinline]] void wipe_stack_below() {
   uint8_t area[4096];
   secure_wipe(area, sizeof area);
@@ -68,7 +66,7 @@ Tai64n tai64n(std::chrono::system_clock::time_point t) {
   auto since = t.time_since_epoch();
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(since);
   auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(since - secs).count();
-  // TAI is 10 s ahead of UTC at the label's epoch; every implementation adds 2^62 + 10.
+  // TAI is 10 s ahead of UTC at the epoch; implementations add 2^62 + 10.
   uint64_t s = 0x400000000000000aull + static_cast<uint64_t>(secs.count());
   uint32_t n = static_cast<uint32_t>(nanos) & ~((1u << 24) - 1);
   Tai64n out;
@@ -113,7 +111,7 @@ void Handshake::clear() {
 
 namespace {
 
-// Both handshake messages: our ephemeral key goes out in the clear and into the chain.
+// Our ephemeral key goes out in the clear and into the chain.
 void send_ephemeral(Handshake& hs, const PrivateKey& ephemeral, uint8_t (&field)[kKeyLen]) {
   hs.local_ephemeral = ephemeral;
   PublicKey eph_pub = crypto::public_key(ephemeral);

@@ -1,6 +1,5 @@
-// Noise_IKpsk2 handshake of WireGuard: create/consume pairs for initiation and response,
-// TAI64N timestamps and the derivation of transport keys. Sans-I/O: ephemerals,
-// timestamps, indices and `now` are passed in, so a transcript can be replayed exactly.
+// WireGuard's Noise_IKpsk2 handshake. Sans-I/O: ephemerals, timestamps, indices and `now`
+// are passed in.
 #pragma once
 
 #include <array>
@@ -13,12 +12,11 @@
 
 namespace wg::noise {
 
-// TAI64N label: 8 bytes big-endian seconds (+2^62 + 10), 4 bytes big-endian nanoseconds.
+// Big-endian seconds + 2^62 + 10 (8 bytes), then big-endian nanoseconds (4 bytes).
 using Tai64n = std::array<uint8_t, 12>;
-// From a wall-clock time; nanoseconds are rounded down to 2^24 ns so the timestamp
-// does not leak fine timing (as other implementations do).
+// Nanoseconds rounded down to 2^24 ns to hide fine timing, as other implementations do.
 Tai64n tai64n(std::chrono::system_clock::time_point t);
-// Strictly later: the replay rule for initiations.
+// Strictly later: an initiation's replay rule.
 bool tai64n_after(const Tai64n& a, const Tai64n& b);
 
 struct Identity {
@@ -29,18 +27,15 @@ struct Identity {
 
 enum class State { zeroed, initiation_created, initiation_consumed, response_created, response_consumed };
 
-// Per-peer handshake state. Owned by the peer and guarded by its handshake mutex.
+// Per-peer handshake state, guarded by the peer's handshake_mu_.
 struct Handshake {
-  // Never change while the peer exists (set at configuration).
+  // Constant for the peer's life.
   PublicKey remote_static;
   PresharedKey preshared_key;
-  // Derived from our private key and remote_static; all zero means no handshake possible.
+  // All zero: no handshake possible.
   SymmetricKey precomputed_static_static;
-  // The local public key precomputed_static_static belongs to; none until the first
-  // handshake computes it (one X25519 each, so adding 65,536 peers does not cost 65,536
-  // of them up front, under the device's configuration lock). Checked at every use
-  // against the identity the caller holds, so a key change between the caller's copy
-  // of the identity and its use cannot leave a secret for the wrong key behind.
+  // The local key precomputed_static_static is for, computed lazily and checked at each
+  // use, so a key change never leaves a stale secret in use.
   std::optional<PublicKey> static_static_local;
 
   State state = State::zeroed;
@@ -53,14 +48,11 @@ struct Handshake {
   Tai64n latest_timestamp{};
   std::optional<TimePoint> last_initiation_consumption;
 
-  // Recomputes precomputed_static_static for `local`.
   void set_keys(const Identity& local);
-  // The static-static secret for `local`, computed first if it was for another key
-  // (or none yet); all zero when remote_static is a low-order point.
+  // Computed first if it was for another key; all zero for a low-order remote_static.
   const SymmetricKey& static_static(const Identity& local);
-  // Forgets precomputed_static_static (the local key changed or went).
   void invalidate_keys();
-  // Forgets the ephemeral state (not the static keys nor the replay timestamp).
+  // Forgets ephemeral state, not the static keys or the replay timestamp.
   void clear();
 };
 
@@ -68,7 +60,7 @@ struct Handshake {
 bool create_initiation(Handshake& hs, const Identity& local, const PrivateKey& ephemeral,
                        const Tai64n& timestamp, uint32_t sender_index, MessageInitiation& out);
 
-// What an initiation reveals once decrypted, before it is matched to a peer.
+// A decrypted initiation, not yet matched to a peer.
 struct ConsumedInitiation {
   PublicKey remote_static;
   PublicKey remote_ephemeral;
@@ -77,30 +69,25 @@ struct ConsumedInitiation {
   uint8_t hash[kHashLen] = {};
   SymmetricKey chaining_key;
 };
-// The responder's static-static secret for an initiator's static key (the peer's
-// Handshake::static_static), or nothing when no peer has that key.
+// The peer's Handshake::static_static, or nothing for an unknown key.
 using StaticStaticLookup = std::function<std::optional<SymmetricKey>(const PublicKey& remote_static)>;
-// Decrypts and checks an initiation. `lookup` is asked once, after the initiator's
-// static key is decrypted, so a responder that keeps each peer's secret (the Device)
-// does one X25519 per initiation instead of two, and an unknown key costs no second.
+// `lookup` runs once the initiator's static key is decrypted, saving an X25519.
 std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& msg,
                                                      const Identity& local,
                                                      const StaticStaticLookup& lookup);
-// The same with the static-static secret computed here (tests, tools).
+// For tests and tools.
 std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& msg,
                                                      const Identity& local);
 
 enum class AcceptResult { accepted, replayed, flood };
-// Commits a consumed initiation to the peer's handshake if its timestamp is new and the
-// peer has not sent an initiation within the last 20 ms.
+// Commits the initiation if its timestamp is new and the peer sent none in the last 20 ms.
 AcceptResult accept_initiation(Handshake& hs, const ConsumedInitiation& in, TimePoint now);
 
 // Responder: after accept_initiation. Fills `out` except mac1/mac2.
 bool create_response(Handshake& hs, const PrivateKey& ephemeral, uint32_t sender_index,
                      MessageResponse& out);
 
-// Initiator: msg.receiver must equal hs.local_index (the caller found hs by it).
-// On failure nothing in hs changes.
+// Initiator: msg.receiver must equal hs.local_index. On failure hs is unchanged.
 bool consume_response(Handshake& hs, const Identity& local, const MessageResponse& msg);
 
 struct SessionKeys {
@@ -110,8 +97,7 @@ struct SessionKeys {
   uint32_t remote_index = 0;
   bool initiator = false;
 };
-// After create_response (responder) or consume_response (initiator): derives the
-// transport keys and clears the handshake's ephemeral state.
+// After create_response or consume_response; clears the ephemeral state.
 std::optional<SessionKeys> derive_session(Handshake& hs);
 
 }  // namespace wg::noise

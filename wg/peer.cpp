@@ -1,5 +1,4 @@
-// A peer's own state changes: session rotation, expiry and zeroing, staging, and the
-// records programs read. The pipeline that calls them is in device/send/receive.cpp.
+// A peer's state changes; the pipeline calling them is in device, send and receive.cpp.
 #include "wg/peer.hpp"
 
 #include <chrono>
@@ -230,9 +229,8 @@ void Peer::stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    // Packets wait here only while the peer has no session. Bounded per peer, and in
-    // all: peers that never answer must not hold the pool's buffers and stall the
-    // reader for everyone else.
+    // Bounded per peer and in all, so silent peers cannot hold the pool's buffers and
+    // stall the reader for everyone.
     const bool over_all = staging.total.load(std::memory_order_relaxed) >= staging.limit &&
                           staged_.size() >= kMinStagedPackets;
     if (staged_.size() >= kMaxStagedPackets || over_all) {

@@ -1,7 +1,5 @@
-// A WireGuard peer: its handshake, sessions (keypair rotation, expiry, zeroing), endpoint,
-// timers, staged packets and the two in-order queues that keep its packets sequential
-// while crypto runs in parallel. The Device's pipeline drives it; programs read it
-// through stats(), endpoint() and removed().
+// A peer's handshake, sessions, endpoint, timers, staged packets and in-order queues,
+// each behind a lock of its own. The Device drives it; programs read the getters.
 #pragma once
 
 #include <atomic>
@@ -23,33 +21,31 @@
 
 namespace wg {
 
-class Device;
 
 inline constexpr size_t kMaxStagedPackets = 256;
-inline constexpr size_t kMinStagedPackets = 16;  // kept per peer even past the device's total
+inline constexpr size_t kMinStagedPackets = 16;  // per peer, even past the device's budget
 
 struct PeerStats {
   std::atomic<uint64_t> tx_bytes{0};
   std::atomic<uint64_t> rx_bytes{0};
-  // Wall-clock time of the last completed handshake, in ns since the epoch (0 = never).
+  // Wall-clock ns since the epoch; 0 = never.
   std::atomic<int64_t> last_handshake_ns{0};
-  // Wall-clock time of the first initiation sent since the last completed handshake, in ns
-  // since the epoch (0 = none unanswered): how long the peer has not answered.
+  // Wall-clock ns of the first initiation since the last handshake; 0 = none.
   std::atomic<int64_t> unanswered_since_ns{0};
 };
 
-// Packets staged (waiting for a session) across all peers of one device, and their bound.
+// Packets waiting for a session across a device's peers, and their bound.
 struct StagingBudget {
   StagingBudget(size_t limit, std::atomic<uint64_t>& dropped) : limit(limit), dropped(dropped) {}
   const size_t limit;
   std::atomic<size_t> total{0};
-  std::atomic<uint64_t>& dropped;  // waiting packets dropped for the bounds (DeviceStats::dropped_staged)
+  std::atomic<uint64_t>& dropped;  // DeviceStats::dropped_staged
 };
 
-// What a peer shares with the other peers of its device.
+// Shared by a device's peers.
 struct PeerShared {
-  IndexTable& indices;    // session and handshake indices
-  BufferPool& buffers;    // staged packets' buffers come from here and go back here
+  IndexTable& indices;
+  BufferPool& buffers;    // staged packets' buffers
   StagingBudget& staging;
 };
 
@@ -61,8 +57,7 @@ public:
 
   const PublicKey& public_key() const { return handshake_.remote_static; }
 
-  // What programs read (wg show, metrics, health): the counters, the endpoint as it is
-  // now, and whether the peer was removed from its device.
+  // Safe from any thread.
   const PeerStats& stats() const { return stats_; }
   std::optional<conn::Endpoint> endpoint() const {
     std::lock_guard lock(endpoint_mu_);
@@ -72,7 +67,7 @@ public:
   PresharedKey preshared_key() const;
   // Seconds; 0: off.
   uint16_t persistent_keepalive() const;
-  // Whether it holds session keys (none before the first handshake, none once zeroed).
+  // False before the first handshake and once zeroed.
   bool has_session_keys() const;
 
   // The Device drives the methods below; each takes the one lock of the state it moves.
@@ -99,25 +94,22 @@ public:
   // A cookie reply to our last message: true if it was valid and its cookie kept.
   bool consume_cookie_reply(const MessageCookieReply& msg, TimePoint now);
 
-  // --- sessions (keypairs_mu_; a keypair's index is freed when it is dropped) ---
-  // Installs a completed handshake's session. The initiator uses it at once (it holds the
-  // responder's proof); the responder keeps it as `next` until the initiator's first
-  // packet under it confirms it (confirm_session).
+  // --- sessions (keypairs_mu_; dropping a keypair frees its index) ---
+  // The initiator sends under a new session at once; the responder keeps it as `next`
+  // until the initiator's first packet confirms it.
   void install_keypair(KeypairPtr kp);
-  // If `kp` is the unconfirmed next session, it becomes current. True if it did.
+  // Makes `kp` current if it is the unconfirmed next; true if it did.
   bool confirm_session(const Keypair& kp);
   KeypairPtr current_keypair() const;
-  // Current and next stop sending; they still decrypt packets in flight.
+  // Current and next stop sending but still decrypt packets in flight.
   void expire_keypairs();
-  // After a key change (ours or the preshared key), as the kernel's
-  // wg_noise_expire_current_peer_keypairs: the handshake under way is forgotten, the
-  // REKEY_TIMEOUT guard reset and the sessions expired, so the next packet handshakes.
+  // After a key change, as the kernel's wg_noise_expire_current_peer_keypairs: the next
+  // packet starts a handshake at once.
   void expire_current_keypairs();
-  // Every session and the handshake wiped (REJECT_AFTER_TIME * 3, removal, give-up).
+  // Wipes every session and the handshake (REJECT_AFTER_TIME * 3, removal, give-up).
   void zero_keys();
-  // A completed handshake at wall-clock time `at`, for wg show and the health checks.
   void record_handshake(std::chrono::system_clock::time_point at);
-  // An initiation sent at `at`: starts the "unanswered since" clock if it is not running.
+  // Starts the unanswered_since_ns clock if it is not running.
   void record_initiation(std::chrono::system_clock::time_point at);
 
   // --- endpoint (endpoint_mu_) ---
@@ -141,23 +133,17 @@ public:
   void count_received(uint64_t bytes) { stats_.rx_bytes.fetch_add(bytes, std::memory_order_release); }
   void mark_removed() { removed_ = true; }
 
-  // --- staging (send_mu_): packets on their way to a session, in order ---
-  // Appends n packets; their buffers become the peer's. Packets that will wait (`waits`:
-  // the device is down, or no session may send them now) are bounded: a full queue drops
-  // its own oldest, and past the device's budget a peer keeps only kMinStagedPackets.
-  // Packets that a session takes at once (send_staged, right after) are not: the budget
-  // is for waiting ones, and a live peer must not lose a burst to peers that never
-  // answer. (Should the session end between the two, at most the readers' batches wait
-  // unbounded, until the next stage.)
+  // --- staging (send_mu_) ---
+  // Appends n packets, taking their buffers. Only if `waits` (no session may take them
+  // now) are they bounded: a full queue drops its oldest, and past the device's budget a
+  // peer keeps kMinStagedPackets; so live peers never lose bursts to silent ones.
   void stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits);
-  // An empty packet (a keepalive) if nothing is staged and a buffer is free at once.
+  // Stages a keepalive if nothing is staged and a buffer is free.
   void stage_keepalive();
-  // Gives every staged buffer back.
   void clear_staged();
   bool has_staged();
-  // Takes staged packets into batches sealed under `kp`, oldest first, with kp's nonces
-  // in order; each batch goes to `emit(Batch*)` under the staging lock, so batches reach
-  // the in-order queue in nonce order. Stops when the nonces run out.
+  // Moves staged packets into batches with kp's next nonces; emit(Batch*) runs under
+  // send_mu_, keeping nonce order. Stops when nonces run out.
   struct Cut {
     bool nonces_exhausted = false;
     bool any = false;
@@ -170,9 +156,8 @@ public:
   // A batch joins its direction's queue before its crypto starts.
   void queue_outbound(Batch* b) { queue(outbound_, b); }
   void queue_inbound(Batch* b) { queue(inbound_, b); }
-  // `done` finished its crypto. Whoever finds the head of the queue done hands it and
-  // every finished batch behind it to `f`, in order, without the queue lock; one that
-  // finds another draining leaves its batch to that one.
+  // Marks `done` finished and passes the queue's finished head batches to f in order,
+  // without queue_mu_, unless another thread is already draining it.
   template <class F>
   void drain_outbound(Batch* done, F&& f) {
     drain_in_order(outbound_, flushing_out_, done, f);
@@ -196,7 +181,7 @@ public:
   std::pair<TimerActions, std::optional<TimePoint>> run_timers(TimePoint now);
 
 private:
-  friend struct PeerKeysAccess;  // tests/unit/key_zeroing_test.cpp: which keys to look for
+  friend struct PeerKeysAccess;  // tests of key zeroing
 
   void queue(std::deque<Batch*>& q, Batch* b) {
     std::lock_guard lock(queue_mu_);
@@ -257,8 +242,8 @@ private:
   bool flushing_in_ = false;
 
   std::atomic<bool> removed_{false};
-  // On the device's timer list. Cleared only under timers_mu_ by the timer thread when it
-  // finds nothing armed; set by whoever arms a timer, after arming it.
+  // On the device's timer list: set after arming a timer, cleared by the timer thread
+  // under timers_mu_ when nothing is armed.
   std::atomic<bool> timer_listed_{false};
 };
 
@@ -300,8 +285,7 @@ Peer::Cut Peer::cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batc
 
 }  // namespace wg
 
-// A peer in a log line: "peer(" and a prefix of its public key (not secret; enough to tell
-// peers apart), never more of it.
+// Logs a peer as "peer(" and an 8-character prefix of its public key.
 template <>
 struct fmt::formatter<wg::Peer> : fmt::formatter<std::string_view> {
   template <class Context>

@@ -1,5 +1,4 @@
-// Token-bucket limiter for handshake initiations, keyed by source address (see
-// ratelimiter.hpp). Sans-I/O: the caller passes the time; idle entries are swept lazily.
+// Handshake initiation rate limiter (ratelimiter.hpp).
 #include "wg/ratelimiter.hpp"
 
 #include <sodium.h>
@@ -18,7 +17,7 @@ RateLimiter::Key RateLimiter::key_of(const IpAddress& a) {
 }
 
 RateLimiter::KeyHash RateLimiter::KeyHash::random() {
-  if (sodium_init() < 0) std::abort();  // no randomness: nothing safe to fall back to
+  if (sodium_init() < 0) std::abort();  // no safe fallback without randomness
   KeyHash h;
   crypto_shorthash_keygen(h.secret.data());
   return h;
@@ -42,8 +41,7 @@ bool RateLimiter::allow(const IpAddress& src, TimePoint now) {
   if (now >= next_sweep_) sweep(now);
 
   if (auto it = table_.find(key); it != table_.end()) {
-    // Refill by the time elapsed, capped at the burst, then pay for this packet if the
-    // credit covers it. The burst is part of the bucket size, not of the rate.
+    // Refill by elapsed time up to the burst, then pay if the credit covers it.
     Entry& e = it->second;
     const auto elapsed = std::max(now - e.last, TimePoint::duration::zero());
     const auto tokens = std::min<std::chrono::nanoseconds>(kTokenMax, e.tokens + elapsed);
@@ -53,14 +51,14 @@ bool RateLimiter::allow(const IpAddress& src, TimePoint now) {
     return ok;
   }
 
-  if (table_.size() >= max_entries_) return false;  // under a flood of sources, deny new ones
-  // A new source starts with a full bucket, minus this packet.
+  if (table_.size() >= max_entries_) return false;
+  // A full bucket, minus this packet.
   table_.emplace(key, Entry{now, kTokenMax - kPacketCost});
   return true;
 }
 
-// Dropping an entry idle this long loses nothing: its bucket had refilled completely
-// (kIdleTimeout > kTokenMax), which is the state a new entry starts in.
+// Dropping an entry idle kIdleTimeout loses nothing: kIdleTimeout > kTokenMax, so its
+// bucket was full, as a new entry's is.
 void RateLimiter::sweep(TimePoint now) {
   static_assert(kIdleTimeout >= kTokenMax);
   std::erase_if(table_, [&](const auto& kv) { return now - kv.second.last > kIdleTimeout; });

@@ -1,4 +1,4 @@
-// Sliding-window replay check for transport counters (see replay.hpp).
+// Replay window (replay.hpp).
 #include "wg/replay.hpp"
 
 #include <algorithm>
@@ -7,13 +7,12 @@ namespace wg {
 
 bool ReplayFilter::validate(uint64_t counter, uint64_t limit) {
   if (counter >= limit) return false;
-  // Too old: its bit may already have been reused by a newer block.
+  // Too old: its bit may belong to a newer block.
   if (counter < greatest_ && greatest_ - counter > kReplayWindow) return false;
 
   const uint64_t block = counter / kBlockBits;
   if (counter > greatest_) {
-    // Slide forward. Blocks after the old top block, up to and including the new one,
-    // now stand for counters never seen; a jump of a whole ring or more clears it all.
+    // Slide: clear the blocks after the old top through the new one (at most the ring).
     const uint64_t top = greatest_ / kBlockBits;
     const uint64_t n = std::min(block - top, kBlocks);
     for (uint64_t i = 1; i <= n; ++i) ring_[(top + i) & (kBlocks - 1)] = 0;

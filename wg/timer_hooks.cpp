@@ -1,5 +1,4 @@
-// The data path's decisions (timer_hooks.hpp): which timer hooks each event runs, and what
-// the pipeline must do after it.
+// Timer hooks per event (timer_hooks.hpp).
 #include "wg/timer_hooks.hpp"
 
 namespace wg {
@@ -28,7 +27,7 @@ void on_response_consumed(Timers& t, TimePoint now) {
 InboundActions on_transport_received(Timers& t, const Keypair& kp, const InboundEvent& e, TimePoint now) {
   InboundActions a;
   if (!e.authenticated) return a;
-  // Roaming: authenticated traffic says where the peer is now.
+  // Roaming: authenticated traffic shows where the peer is.
   a.roam = true;
   if (e.confirmed_session) {
     t.handshake_complete(now);

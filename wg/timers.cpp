@@ -12,9 +12,8 @@ bool expired(std::optional<TimePoint>& t, TimePoint now) {
   return true;
 }
 
-// Jitter only spreads handshakes in time; it guards no secret. A per-thread SplitMix64
-// seeded once from the system: the data path asks on every request that goes unanswered
-// for a moment (each ping), and a getrandom() system call each time showed in traces.
+// Jitter guards no secret: a per-thread SplitMix64 seeded once, cheap enough for the
+// data path.
 uint64_t jitter_random() {
   thread_local uint64_t state = [] {
     uint64_t seed;
@@ -38,13 +37,12 @@ Clock::duration Timers::jitter() {
       std::chrono::microseconds(static_cast<int64_t>(jitter_random() % range)));
 }
 
-// Data sent and no reply yet: if nothing authenticated comes back within
-// KEEPALIVE + REKEY_TIMEOUT, start a new handshake.
+// Rekeys if nothing authenticated arrives within KEEPALIVE + REKEY_TIMEOUT.
 void Timers::data_sent(TimePoint now) {
   if (!new_handshake_) new_handshake_ = now + kKeepaliveTimeout + kRekeyTimeout + jitter();
 }
 
-// Data received: if we send nothing within KEEPALIVE, send a keepalive.
+// Sends a keepalive if nothing is sent within KEEPALIVE.
 void Timers::data_received(TimePoint now) {
   if (!send_keepalive_) send_keepalive_ = now + kKeepaliveTimeout;
   else need_another_keepalive = true;
@@ -74,7 +72,7 @@ TimerActions Timers::tick(TimePoint now) {
   TimerActions a;
   if (expired(retransmit_handshake_, now)) {
     if (attempts_ > kMaxTimerHandshakes) {
-      // Give up: stop keepalives, drop what waits for a session, and wipe keys later.
+      // Give up: no keepalives, drop staged packets, wipe keys later.
       send_keepalive_.reset();
       a.give_up = true;
       if (!zero_key_material_) zero_key_material_ = now + 3 * kRejectAfterTime;

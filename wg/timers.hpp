@@ -1,12 +1,10 @@
-// The per-peer timers of the WireGuard paper (section 6), sans-I/O. Hooks are named by the
-// event that calls them, as in the kernel module; tick(now) reports which timers expired
-// and what the peer must do. The device calls everything under the peer's timer mutex.
-//
-//   handshake_initiated ──► retransmit_handshake (5 s + jitter) ──► resend, up to 18 tries
-//   data_sent           ──► new_handshake (15 s + jitter) unless any packet received
-//   data_received       ──► send_keepalive (10 s) unless any packet sent
-//   session_derived     ──► zero_key_material (540 s)
-//   any_packet_traversal──► persistent_keepalive (interval, if set)
+// The per-peer timers of the paper's section 6, sans-I/O; hooks are named by their event,
+// as in the kernel. Callers hold the peer's timers_mu_.
+//   handshake_initiated: retransmit in 5 s + jitter, up to 18 tries
+//   data_sent: new handshake in 15 s + jitter unless a packet arrives
+//   data_received: keepalive in 10 s unless a packet is sent
+//   session_derived: zero keys in 540 s
+//   any_authenticated_packet_traversal: persistent keepalive, if set
 #pragma once
 
 #include <cstdint>
@@ -18,18 +16,18 @@
 namespace wg {
 
 struct TimerActions {
-  bool send_initiation = false;     // (re)send a handshake initiation
-  bool retry = false;               // ...as a retransmission (keeps the attempt count)
-  bool send_keepalive = false;      // send an empty transport packet
-  bool clear_source = false;        // forget the sticky source address before sending
-  bool give_up = false;             // 18 attempts failed: drop staged packets
-  bool zero_keys = false;           // wipe keypairs and handshake
+  bool send_initiation = false;
+  bool retry = false;               // keeps the attempt count
+  bool send_keepalive = false;
+  bool clear_source = false;        // forget the sticky source address first
+  bool give_up = false;             // attempts exhausted: drop staged packets
+  bool zero_keys = false;
   bool any() const { return send_initiation || send_keepalive || give_up || zero_keys; }
 };
 
 class Timers {
 public:
-  // jitter() returns a value in [0, kRekeyTimeoutJitterMax); tests pass a fixed one.
+  // jitter() returns [0, kRekeyTimeoutJitterMax); tests pass a fixed one.
   explicit Timers(std::function<Clock::duration()> jitter = {});
 
   // 0 turns it off, including a keepalive already armed.
@@ -49,18 +47,17 @@ public:
   void handshake_complete(TimePoint now);
   void session_derived(TimePoint now);
 
-  // Runs every expired timer and says what to do.
+  // Runs every expired timer.
   TimerActions tick(TimePoint now);
-  // Earliest armed deadline, for the device's timer thread.
   std::optional<TimePoint> next_deadline() const;
-  // Disarms everything (peer removed or device down).
+  // Disarms everything.
   void stop();
 
   int handshake_attempts() const { return attempts_; }
-  // A fresh (non-retry) initiation starts counting attempts again.
+  // On a fresh (not retried) initiation.
   void reset_attempts() { attempts_ = 0; }
   bool sent_lastminute_handshake = false;
-  // Set when a keepalive was sent because of data received while one was pending.
+  // A keepalive was sent for data received while one was pending.
   bool need_another_keepalive = false;
 
 private:

@@ -1,20 +1,7 @@
-// Transport AEAD: ChaCha20-Poly1305 (RFC 8439) built from the default provider's raw
-// ChaCha20 and Poly1305, called through its dispatch tables (OSSL_PROVIDER_query_operation):
-// OpenSSL's EVP AEAD looks its parameters up by name on every packet (docs/benchmarks.md).
-// The bytes are libsodium's AEAD's; the unit tests compare every size.
-//
-//   seal: keystream block 0 -> one-time Poly1305 key; encrypt from block 1 on;
-//         tag = Poly1305(ad || pad16 || ciphertext || pad16 || le64 |ad| || le64 |ct|)
-//   open: the same tag over the received ciphertext, compared in constant time; the
-//         plaintext is written only when it matches.
-//
-// Without those primitives (an OpenSSL configured otherwise), every call goes to
-// libsodium's AEAD (crypto.hpp).
-//
-// One context per thread and direction keeps its last key, so a session's packets in a
-// row set only the nonce. Every context is on a process-wide list so that forget() can
-// wipe a key from all of them; its lock is taken by its thread per packet and contended
-// only by forget(). No call leaves the key in a vector register.
+// ChaCha20-Poly1305 (RFC 8439) from the OpenSSL default provider's raw primitives,
+// skipping EVP's per-call lookups (docs/benchmarks.md); libsodium, whose output it equals,
+// serves when they are missing. A context per thread and direction keeps its last key;
+// all are listed for forget(). No call leaves the key in a vector register.
 #include "wg/transport_aead.hpp"
 
 #include <openssl/core_dispatch.h>
@@ -32,11 +19,11 @@ namespace wg::transport {
 namespace {
 
 constexpr size_t kBlock = 64;       // ChaCha20 block
-constexpr size_t kPolyKeyLen = 32;  // the first half of block 0
-constexpr size_t kIvLen = 16;       // OpenSSL's ChaCha20 IV: le32 block counter || 12-byte nonce
+constexpr size_t kPolyKeyLen = 32;  // from keystream block 0
+constexpr size_t kIvLen = 16;       // le32 block counter || 12-byte nonce
 constexpr uint8_t kZeros[kBlock] = {};
 
-// `names` is a provider's colon-separated list of one algorithm's names.
+// `names` is colon-separated.
 bool names_include(const char* names, std::string_view want) {
   std::string_view rest(names);
   while (!rest.empty()) {
@@ -48,7 +35,7 @@ bool names_include(const char* names, std::string_view want) {
   return false;
 }
 
-// The default provider's ChaCha20 and Poly1305 functions; ok once all were found.
+// ok when every function was found.
 struct Provider {
   OSSL_PROVIDER* prov = OSSL_PROVIDER_load(nullptr, "default");
   void* provctx = nullptr;
@@ -89,8 +76,7 @@ struct Provider {
          mac_update && mac_final;
   }
 
-  // The implementation of `name` for operation `op`; its table stays valid while the
-  // provider is loaded (it is never unloaded: see provider()).
+  // The table stays valid: the provider is never unloaded.
   const OSSL_DISPATCH* find(int op, std::string_view name) const {
     int no_cache = 0;
     const OSSL_ALGORITHM* algs = OSSL_PROVIDER_query_operation(prov, op, &no_cache);
@@ -102,17 +88,14 @@ struct Provider {
   }
 };
 
-// Loaded once and kept for the life of the process: contexts of threads that outlive
-// static destruction may still use it.
+// Never freed: threads may outlive static destruction.
 const Provider& provider() {
   static const Provider* p = new Provider();
   return *p;
 }
 
-// OpenSSL's AVX-512 ChaCha20 keeps the key, broadcast, in zmm16-31 and returns with them
-// as they are (its closing vzeroall clears zmm0-15 only). From there a lazy symbol binding
-// (glibc's resolver saves every vector register on the stack) or a signal frame would
-// copy the key to memory that nobody wipes, so each call is followed by this.
+// OpenSSL's AVX-512 ChaCha20 leaves the key in zmm16-31 (vzeroall clears only zmm0-15),
+// whence a signal frame or the lazy-binding resolver could spill it to memory nobody wipes.
 #if defined(__x86_64__) && defined(__GNUC__)
 bool have_zmm16_31() { return __builtin_cpu_init(), __builtin_cpu_supports("avx512f"); }
 [[gnu::target("avx512f")]] void clear_zmm16_31() {
@@ -135,7 +118,7 @@ void clear_zmm16_31() {}
 
 struct Ctx;
 
-// Every thread's contexts. Never destroyed: threads may exit after static destruction.
+// Every thread's contexts. Never destroyed, like provider().
 struct Registry {
   std::mutex mu;  // before any context's lock
   std::vector<Ctx*> contexts;
@@ -148,10 +131,10 @@ Registry& registry() {
 struct Ctx {
   const Provider& p = provider();
   const bool clear_registers = have_zmm16_31();
-  std::mutex mu;  // guards the rest: its thread's, but for a moment in forget()
+  std::mutex mu;  // guards the rest; contended only by forget()
   void* stream = p.ok ? p.cipher_new(p.provctx) : nullptr;
   void* mac = p.ok ? p.mac_new(p.provctx) : nullptr;
-  uint8_t key[kKeyLen];  // the key `stream` holds, valid when keyed
+  uint8_t key[kKeyLen];  // valid when keyed
   bool keyed = false;
 
   Ctx() {
@@ -165,16 +148,15 @@ struct Ctx {
       all.erase(std::find(all.begin(), all.end(), this));
     }
     OPENSSL_cleanse(key, sizeof key);
-    if (mac) p.mac_free(mac);        // the provider cleanses the MAC's state
-    if (stream) p.cipher_free(stream);  // and the key
+    if (mac) p.mac_free(mac);        // the provider cleanses both
+    if (stream) p.cipher_free(stream);
   }
   Ctx(const Ctx&) = delete;
   Ctx& operator=(const Ctx&) = delete;
 
   bool usable() const { return stream && mac; }
 
-  // Holds no trace of its key any more: the stream is keyed with zeros (which overwrites
-  // the key schedule) and made to fill its buffer of keystream under that key.
+  // Rekeys with zeros and refills the keystream buffer: no trace of the key is left.
   void wipe() {
     if (keyed) {
       uint8_t byte = 0;
@@ -185,10 +167,7 @@ struct Ctx {
     keyed = false;
   }
 
-  // Ready for one message under k and counter: the stream at block 0 of the message's
-  // nonce (4 zero bytes || le64 counter), whose keystream then keys the MAC, leaving the
-  // stream at block 1. The key is set only when it changed (compared in constant time:
-  // it is a secret).
+  // Keys the MAC from block 0, leaving the stream at block 1. Sets the key only if changed.
   bool start(const uint8_t k[kKeyLen], uint64_t counter) {
     uint8_t iv[kIvLen] = {};
     for (int i = 0; i < 8; ++i) iv[8 + i] = static_cast<uint8_t>(counter >> (8 * i));
@@ -203,10 +182,9 @@ struct Ctx {
     return ok;
   }
 
-  // The stream's next n bytes over src into dst (in place when equal).
+  // dst may equal src.
   bool crypt(uint8_t* dst, const uint8_t* src, size_t n) { return n == 0 || update(dst, src, n); }
 
-  // The stream over n bytes, and no key left in vector registers (clear_zmm16_31).
   bool update(uint8_t* dst, const uint8_t* src, size_t n) {
     size_t len = 0;
     const bool ok = p.cipher_update(stream, dst, &len, n, src, n) == 1 && len == n;
@@ -214,9 +192,9 @@ struct Ctx {
     return ok;
   }
 
-  // Poly1305 over ad and the ciphertext as RFC 8439 section 2.8 lays them out.
+  // The tag over ad and ciphertext as laid out in RFC 8439 section 2.8.
   bool tag(uint8_t out[kAeadTagLen], std::span<const uint8_t> ad, const uint8_t* ct, size_t n) {
-    uint8_t tail[2 * 16] = {};  // the ciphertext's padding, then both lengths
+    uint8_t tail[2 * 16] = {};  // ciphertext padding, then both lengths
     const size_t pad = (16 - n % 16) % 16;
     for (int i = 0; i < 8; ++i) {
       tail[pad + i] = static_cast<uint8_t>(static_cast<uint64_t>(ad.size()) >> (8 * i));
@@ -255,13 +233,14 @@ void seal(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<
     return;
   }
   if (!x.crypt(dst, src.data(), n) || !x.tag(dst + n, ad, dst, n)) {
-    // Cannot happen with valid arguments. In place, the plaintext may be gone: zeros,
-    // which no receiver authenticates, rather than a packet sealed wrong.
+    // Unreachable with valid arguments. In place the plaintext may be lost: leave zeros,
+    // which never authenticate, rather than a wrong packet.
     if (dst == src.data()) std::memset(dst, 0, n + kAeadTagLen);
     else crypto::aead_seal(dst, key, counter, src, ad);
   }
 }
 
+// Writes plaintext only after the tag matches.
 bool open(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<const uint8_t> src,
           std::span<const uint8_t> ad) {
   if (src.size() < kAeadTagLen || src.size() > INT_MAX) return false;

@@ -1,4 +1,4 @@
-// UAPI: the text protocol of wireguard-go's ipc package, over any stream fd.
+// wireguard-go's ipc text protocol, over any stream fd.
 #include "wg/uapi.hpp"
 
 #include <sys/socket.h>
@@ -24,8 +24,7 @@ bool parse_uint(std::string_view s, T& out) {
   return ec == std::errc{} && end == s.data() + s.size();
 }
 
-// A client's bytes as they go into a log line: control and non-ASCII bytes as \xNN (no
-// terminal escapes from a hostile client), at most 64 of them.
+// For log lines: at most 64 bytes, escaped so a client cannot inject terminal escapes.
 std::string printable(std::string_view s) {
   constexpr size_t kMax = 64;
   std::string out = escaped(s.substr(0, kMax));
@@ -117,8 +116,7 @@ private:
   std::optional<SetError> peer_key(std::string_view key, std::string_view value) {
     if (key == "update_only") {
       if (value != "true") return SetError{kErrorInvalid, "invalid update_only"};
-      // A peer this set created is not wanted after all; a second update_only finds it
-      // gone (uapi_fuzz: it dereferenced the null peer).
+      // Undoes a peer this set created; a second update_only finds it gone.
       if (created_ && peer_) dev_.remove_peer(peer_->public_key());
       if (created_) peer_.reset();
       created_ = false;
@@ -178,8 +176,7 @@ private:
   PeerPtr peer_;
 };
 
-// Marks the connection as waiting for its client while it blocks (in a read or a write),
-// which is when the server may close it to make room.
+// Marks the connection waiting, so evictable, while it blocks on the client.
 class Waiting {
 public:
   explicit Waiting(ConnActivity* a) : a_(a) {
@@ -209,7 +206,7 @@ bool write_all(int fd, std::string_view s, ConnActivity* activity) {
   return true;
 }
 
-// Line reader over a blocking fd, bounded so a client cannot make us buffer without end.
+// Reads lines of at most kMaxLine bytes from a blocking fd.
 class LineReader {
 public:
   enum class Status { line, end, too_long };
@@ -337,8 +334,7 @@ void serve(Device& dev, int fd, ConnActivity* activity) {
     Status st = reader.next(line);
     if (st == Status::end) return;
     if (st == Status::line && line == "get=1") {
-      // The request ends with a blank line; anything else there is invalid (wireguard-go:
-      // "trailing character in UAPI get").
+      // A blank line must follow, as in wireguard-go.
       st = reader.next(line);
       if (st == Status::end) return;
       if (st != Status::line || !line.empty()) {
@@ -346,15 +342,12 @@ void serve(Device& dev, int fd, ConnActivity* activity) {
         if (!write_errno(fd, kErrorInvalid, activity) || st == Status::too_long) return;
         continue;
       }
-      // Written as it is formatted: a client that hangs up stops the dump at once.
+      // Streamed: a client that hangs up stops the dump.
       bool ok = get(dev, [fd, activity](std::string_view piece) { return write_all(fd, piece, activity); });
       if (!ok || !write_errno(fd, 0, activity)) return;
     } else if (st == Status::line && line == "set=1") {
-      // The whole request is read before any of it is applied: a request that never ends
-      // changes nothing and holds no lock, so `wg show` keeps working meanwhile (in
-      // wireguard-go it holds the device's UAPI lock and `wg show` waits), and a request
-      // cut short by EOF is not applied, as the kernel never applies half a netlink
-      // message.
+      // Read whole before applying: an endless request holds no lock, and one cut short
+      // by EOF is not applied.
       std::string request;
       Status last;
       for (;;) {
@@ -367,8 +360,7 @@ void serve(Device& dev, int fd, ConnActivity* activity) {
         request += line;
         request += '\n';
       }
-      // Cut short by EOF: nothing is applied; a client that only half-closed still
-      // reads why (wireguard-go would apply what it had read).
+      // A client that only half-closed still reads the error.
       int code = last == Status::end ? kErrorProtocol : kErrorIo;
       if (last == Status::line) {
         std::string reason;
@@ -380,8 +372,7 @@ void serve(Device& dev, int fd, ConnActivity* activity) {
       secure_wipe(request.data(), request.size());
       if (!write_errno(fd, code, activity) || last != Status::line) return;
     } else {
-      // Not a request (or a line too long to be one): answered, then the connection
-      // ends, since what follows cannot be parsed. wireguard-go closes without an answer.
+      // Answered, then closed: what follows cannot be parsed.
       log::error("UAPI: invalid operation");
       write_errno(fd, kErrorInvalid, activity);
       return;

@@ -61,7 +61,7 @@ bool Server::evict_locked() {
     if (!victim || c.activity.last_read_ns < victim->activity.last_read_ns) victim = &c;
   }
   if (!victim) return false;
-  // Its thread's read() returns 0 and the thread closes the fd; shut down once only.
+  // Its thread then reads EOF and closes the fd; never chosen twice.
   victim->activity.waiting = false;
   victim->activity.last_read_ns = INT64_MAX;
   ::shutdown(victim->fd.get(), SHUT_RDWR);
@@ -73,7 +73,6 @@ void Server::accept_loop() {
     pollfd pfd{listen_fd_.get(), POLLIN, 0};
     int r = ::poll(&pfd, 1, 200);
     {
-      // Join the threads of connections that ended (their fds are closed already).
       std::lock_guard lock(mu_);
       reap_locked();
     }
@@ -85,9 +84,8 @@ void Server::accept_loop() {
       continue;
     }
     if (errno != EMFILE && errno != ENFILE) continue;
-    // Out of descriptors, with a connection in the backlog that poll() will report again
-    // at once. Make room by closing the connection quiet longest, and accept this one on
-    // the reserve descriptor; with nothing to close, it is answered and closed.
+    // Out of descriptors: evict the quietest connection and accept on the reserve
+    // descriptor, or with nothing to evict, answer and close.
     bool room;
     {
       std::lock_guard lock(mu_);
@@ -100,13 +98,10 @@ void Server::accept_loop() {
     if (fd && room) {
       take(std::move(fd), true);
     } else if (fd) {
-      // Accepted on the reserve descriptor with nothing to close to make room: holding it
-      // would leave no reserve for the next one.
       log::error("UAPI: out of file descriptors, connection refused");
       write_errno(fd.get(), kErrorNoDescriptors);
     } else {
-      // The evicted connection's thread has not closed its fd yet: give it a moment
-      // instead of spinning on a backlog we cannot take.
+      // The evicted fd is not closed yet: wait rather than spin.
       ::poll(nullptr, 0, 10);
     }
   }
@@ -141,9 +136,8 @@ int listen_unix(const std::string& path, std::string& error) {
   }
   std::error_code fec;
   auto dir = std::filesystem::path(path).parent_path();
-  // A directory we make is 0755 whatever the umask (wg reads the socket as root; others
-  // may list it, as for wireguard-go). One that exists keeps its mode: this once turned
-  // /tmp into 0755 for a socket made there.
+  // A directory we create is 0755 whatever the umask, as for wireguard-go; an existing
+  // one keeps its mode.
   if (!dir.empty() && std::filesystem::create_directories(dir, fec) && !fec) ::chmod(dir.c_str(), 0755);
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
@@ -153,12 +147,11 @@ int listen_unix(const std::string& path, std::string& error) {
     error = std::string("socket: ") + std::strerror(errno);
     return -1;
   }
-  // The socket file gets 0600: only its owner may connect (a socket needs write
-  // permission to connect; x means nothing on it).
+  // 0600: only the owner may connect.
   mode_t old = ::umask(0177);
   int r = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   if (r < 0 && errno == EADDRINUSE) {
-    // Another daemon may own it: only a socket that no longer answers is removed.
+    // Only a socket that no longer answers is removed: another daemon may own it.
     UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     bool alive = probe && ::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     if (alive) {
