@@ -21,7 +21,6 @@
 
 namespace wg {
 
-
 inline constexpr size_t kMaxStagedPackets = 256;
 inline constexpr size_t kMinStagedPackets = 16;  // per peer, even past the device's budget
 
