@@ -388,7 +388,7 @@ private:
 
   void device_initiates(uint8_t code, std::span<const uint8_t>& in) {
     flush();
-    w_.dev.send_initiation(*peer_, false);
+    w_.dev.initiate_handshake(*peer_);
     collect();
     if (!device_init_) return;  // rate-limited (REKEY_TIMEOUT since its last one)
     auto msg = *device_init_;
