@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: every test on the default build (the golden
-# handshake's independent check among them), the Debian packages (built, lintian, installed,
-# used, removed), the unit tests again under ASan+UBSan, the
-# device, device-clock, seam-fault and UAPI server tests under TSan, and each fuzz target briefly. Each
-# ctest run prints how many tests were skipped; with CI=true (.ci/run) a skipped root
-# case, namespace suite or golden check fails the run.
+# handshake's independent check among them; the /readyz suite beside the sanitizer
+# builds), the Debian packages (built, lintian, installed, used, removed), the unit
+# tests again under ASan+UBSan, the concurrency cases under TSan, and each fuzz target
+# briefly. Each ctest run prints how many tests were skipped; with CI=true (.ci/run) a
+# skipped root case, namespace suite or golden check fails the run.
 # Usage: scripts/test.sh [--quick | --fuzz | --package]   (--quick: default build only;
 # --fuzz: only the fuzz stage; --package: only the Debian packages, tests/package_test.sh)
 set -euo pipefail
@@ -27,12 +27,35 @@ run_ctest() {
   rm -f "$log"
 }
 
+# default_stage [CTEST_ARGS...]: the default build and its tests (all, unless the
+# arguments exclude some).
 default_stage() {
   step "default build"
   cmake --preset default >/dev/null
   cmake --build build -j"$jobs"
   step "all tests (default build)"
-  run_ctest build --output-on-failure -j"$jobs"
+  run_ctest build --output-on-failure -j"$jobs" "$@"
+}
+
+# The /readyz suite mostly waits (200 s of an idle tunnel): in a full run it goes in the
+# background beside the compile-bound sanitizer builds. Its checks allow seconds, not
+# milliseconds, and it shares no namespace, port or table with them.
+readyz=netns_wg_netstack_readyz
+readyz_log=$(mktemp /tmp/wgnet-readyz.XXXXXX)
+readyz_pid=
+trap '[ -z "$readyz_pid" ] || wait "$readyz_pid"; rm -f "$readyz_log"' EXIT
+readyz_start() {
+  step "$readyz (in the background)"
+  run_ctest build --output-on-failure --no-tests=error -R "^$readyz\$" >"$readyz_log" 2>&1 &
+  readyz_pid=$!
+}
+readyz_wait() {
+  local rc=0
+  wait "$readyz_pid" || rc=$?
+  readyz_pid=
+  step "$readyz (its output)"
+  cat "$readyz_log"
+  return "$rc"
 }
 
 sanitizer_stages() {
@@ -100,9 +123,11 @@ case $mode in
   --fuzz) fuzz_stage ;;
   --package) package_stage ;;
   "")  # one after another, not joined by &&: errexit does not apply inside an && list
-    default_stage
+    default_stage -E "^$readyz\$"
     package_stage
+    readyz_start
     sanitizer_stages
+    readyz_wait
     fuzz_stage
     ;;
   *) echo "usage: $0 [--quick | --fuzz | --package]" >&2; exit 2 ;;

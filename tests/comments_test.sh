@@ -19,20 +19,26 @@ else
   failures=$((failures + 1))
 fi
 
-# A fresh copy of the checked sources with the tree's exclusions; FILE is created if
-# missing.
+# One copy of the checked sources with the tree's exclusions, made once; fresh FILE
+# puts back FILE and the exclusion list as the source has them (FILE is created if
+# missing), so each case starts from the tree plus its own change.
 fresh() {
-  rm -rf "${tmp:?}/tree"
-  mkdir -p "$tmp/tree"
-  tar -C "$src" --exclude='./build*' --exclude=./.git --exclude=./third_party \
-    --exclude=./out -cf - . | tar -C "$tmp/tree" -xf -
+  local f
+  if [ ! -d "$tmp/tree" ]; then
+    mkdir -p "$tmp/tree"
+    tar -C "$src" --exclude='./build*' --exclude=./.git --exclude=./third_party \
+      --exclude=./out -cf - . | tar -C "$tmp/tree" -xf -
+  fi
+  for f in "$1" scripts/check_comments.exclude; do
+    if [ -e "$src/$f" ]; then cp "$src/$f" "$tmp/tree/$f"; else rm -f "$tmp/tree/$f"; fi
+  done
 }
 
 # accept NAME FILE TEXT [EXCLUDE]: FILE with TEXT appended (and EXCLUDE added to the
 # copy's exclusions) must still pass.
 accept() {
   local name=$1 file=$2 text=$3
-  fresh
+  fresh "$file"
   [ -n "${4:-}" ] && printf '%s\n' "$4" >>"$tmp/tree/scripts/check_comments.exclude"
   printf '%s\n' "$text" >>"$tmp/tree/$file"
   if out=$("$check" "$tmp/tree" 2>&1); then
@@ -48,7 +54,7 @@ accept() {
 # PATTERN.
 refuse() {
   local name=$1 file=$2 text=$3 pattern=$4 line
-  fresh
+  fresh "$file"
   [ -n "${5:-}" ] && printf '%s\n' "$5" >>"$tmp/tree/scripts/check_comments.exclude"
   line=$(($(wc -l <"$tmp/tree/$file") + 1))
   printf '%s\n' "$text" >>"$tmp/tree/$file"
