@@ -41,6 +41,7 @@
 #include "sni.hpp"
 #include "socks5.hpp"
 #include "tls_stream.hpp"
+#include "uapi_socket.hpp"
 #include "wg/apply.hpp"
 #include "wg/base/fd.hpp"
 #include "wg/base/log.hpp"
@@ -495,18 +496,8 @@ int main(int argc, char** argv) {
     const int null_fd = daemon_mode ? ::open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
     (void)resident_bytes();
     if (uapi_path.empty() && !iface_name.empty()) uapi_path = std::string(wg::uapi::kSocketDir) + "/" + iface_name + ".sock";
-    wg::UniqueFd uapi_fd;
-    if (!uapi_path.empty()) {
-      std::string err;
-      uapi_fd = wg::UniqueFd(wg::uapi::listen_unix(uapi_path, err));
-      if (!uapi_fd) throw std::runtime_error(err);
-    }
-    struct RemoveOnExit {
-      std::string path;
-      ~RemoveOnExit() {
-        if (!path.empty()) ::unlink(path.c_str());
-      }
-    } uapi_file{uapi_path};
+    programs::UapiSocket uapi_socket;
+    if (!uapi_path.empty()) uapi_socket = programs::UapiSocket::listen(uapi_path);
     if (!no_sandbox) confine_files(config_path, pc, uapi_path);
 
     CheckAlive checks;  // outlives the Stack, whose executor runs the pingers
@@ -535,7 +526,7 @@ int main(int argc, char** argv) {
       throw std::runtime_error(fmt::format("cannot open UDP port {}: {}", cfg.iface.listen_port.value_or(0), ec.message()));
     stack->set_route_check([&device](const wg::IpAddress& a) { return device.routable(a); });
     std::unique_ptr<wg::uapi::Server> uapi;
-    if (uapi_fd) uapi = std::make_unique<wg::uapi::Server>(device, uapi_fd.release());
+    if (uapi_socket) uapi = std::make_unique<wg::uapi::Server>(device, uapi_socket.release());
 
     Context ctx{*stack, device, {}, socks_creds, http_creds,
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(

@@ -49,6 +49,7 @@
 #include "offload_switches.hpp"
 #include "process.hpp"
 #include "tunlinux/tun.hpp"
+#include "uapi_socket.hpp"
 #include "wg/device.hpp"
 #include "wg/base/log.hpp"
 #include "wg/uapi_server.hpp"
@@ -306,23 +307,22 @@ int main(int argc, char** argv) {
   std::string name = tun->name();
 
   // --- the UAPI socket ---
-  std::string socket_path = std::string(kSocketDir) + "/" + name + ".sock";
-  int uapi_fd;  // this process made the socket file, or its parent did before daemonizing
-  if (auto fd = env_fd("WG_UAPI_FD")) {
-    uapi_fd = *fd;
-  } else {
-    std::string err;
-    uapi_fd = wg::uapi::listen_unix(socket_path, err);
-    if (uapi_fd < 0) {
-      fmt::print(stderr, "wg-tun: {}\n", err);
-      return 1;
-    }
+  // The file is this process's to remove: it made it, or its parent did before daemonizing.
+  programs::UapiSocket uapi;
+  const std::string socket_path = std::string(kSocketDir) + "/" + name + ".sock";
+  try {
+    if (auto fd = env_fd("WG_UAPI_FD")) uapi = programs::UapiSocket::adopt(*fd, socket_path);
+    else uapi = programs::UapiSocket::listen(socket_path);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wg-tun: {}\n", e.what());
+    return 1;
   }
 
   if (!foreground || (!user.empty() && !inherited_tun)) {
     const Passed passed{disabled, queues, health_address, user,
                         no_sandbox ? "--no-sandbox" : sandbox_log ? "--sandbox-log" : nullptr};
-    return daemonize(!foreground, name, passed, tun->fd(), uapi_fd, health ? health->native_handle() : -1);
+    uapi.hand_over_file();
+    return daemonize(!foreground, name, passed, tun->fd(), uapi.fd(), health ? health->native_handle() : -1);
   }
 
   conn::LinuxBind bind(bind_opts);
@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
         break;
     }
   });
-  wg::uapi::Server server(device, uapi_fd);
+  wg::uapi::Server server(device, uapi.release());
   if (health) health->start(device);  // the signals are blocked: its thread inherits that
   if (!no_sandbox) {
     try {
@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
       wg::log::error("wg-tun: {}", e.what());
       server.stop();
       if (health) health->stop();
-      ::unlink(socket_path.c_str());
+      uapi.close();
       device.close();
       return 1;
     }
@@ -376,7 +376,7 @@ int main(int argc, char** argv) {
   if (health) health->stop();  // before the device it reads goes
   // As --user, the directory is root's: the socket stays, and the next `wg` or wg-tun
   // that finds nothing answering on it removes it.
-  ::unlink(socket_path.c_str());
+  uapi.close();
   device.close();
   return 0;
 }
