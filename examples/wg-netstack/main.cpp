@@ -29,6 +29,7 @@
 #include "bind/resolve.hpp"
 #include "context.hpp"
 #include "confine.hpp"
+#include "daemon.hpp"
 #include "forward.hpp"
 #include "proxy_client.hpp"
 #include "health.hpp"
@@ -235,39 +236,6 @@ void refuse_unsupported(const ProxyConfig& pc, const std::string& path) {
 
 // A usage error: one line on stderr, exit status 1 (wg-tun's too, and wireguard-go's).
 [[noreturn]] void usage_error(std::string what) { programs::usage_error("wg-netstack", std::move(what)); }
-
-// -d: forks before any thread starts. The parent waits until the child is up (exit 0) or
-// has failed (exit 1; the child has printed why), and never returns. The child, in a new
-// session, gets the descriptor to hand to daemon_ready.
-int fork_daemon() {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid > 0) {
-    ::close(p[1]);
-    char c = 0;
-    ssize_t n;
-    do n = ::read(p[0], &c, 1);
-    while (n < 0 && errno == EINTR);
-    std::_Exit(n == 1 && c == 'k' ? 0 : 1);
-  }
-  ::close(p[0]);
-  setsid();
-  return p[1];
-}
-
-// The child of fork_daemon is up: tells the parent, and lets go of the terminal
-// (`null`: /dev/null, opened before the sandbox).
-void daemon_ready(int fd, int null) {
-  const char ok = 'k';
-  (void)!::write(fd, &ok, 1);
-  ::close(fd);
-  if (null >= 0) {
-    for (int target : {0, 1, 2}) ::dup2(null, target);
-    if (null > 2) ::close(null);
-  }
-}
 
 // wireproxy's default config paths, when -c is not given: the first that exists.
 std::string default_config_path() {
@@ -492,7 +460,7 @@ int main(int argc, char** argv) {
       fmt::print("Config OK\n");
       return 0;
     }
-    const int ready_fd = daemon_mode ? fork_daemon() : -1;
+    const int ready_fd = daemon_mode ? programs::fork_daemon() : -1;
     const int null_fd = daemon_mode ? ::open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
     (void)resident_bytes();
     if (uapi_path.empty() && !iface_name.empty()) uapi_path = std::string(wg::uapi::kSocketDir) + "/" + iface_name + ".sock";
@@ -597,7 +565,7 @@ int main(int argc, char** argv) {
                    uapi_path.empty() ? "" : ", UAPI on " + uapi_path);
     if (!no_sandbox)
       programs::restrict_syscalls({}, sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
-    if (ready_fd >= 0) daemon_ready(ready_fd, null_fd);
+    if (ready_fd >= 0) programs::daemon_ready(ready_fd, null_fd);
     while (signals.wait() == SIGHUP) reload(device, config_path, !no_sandbox);
     wg::log::event("wg-netstack: shutting down");
     if (uapi) uapi->stop();

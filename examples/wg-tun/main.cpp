@@ -3,7 +3,8 @@
 //
 //   wg-tun [-f|--foreground] [--queues N] [--health ADDR:PORT] [--disable-OFFLOAD]... INTERFACE
 //   wg-tun --version
-//   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_HEALTH_FD=N  WG_PROCESS_FOREGROUND=1
+//   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_HEALTH_FD=N  WG_READY_FD=N
+//   WG_PROCESS_FOREGROUND=1
 //
 // Each offload can be turned off by a flag or by its environment switch (either one is
 // enough; the table is programs::kOffloadSwitches): --disable-tso (WG_TUN_DISABLE_TSO),
@@ -23,8 +24,9 @@
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
-// inherited descriptors, exactly as wireguard-go does, and exits. The --health socket
-// goes the same way (WG_HEALTH_FD); its thread starts only in the process that stays.
+// inherited descriptors, exactly as wireguard-go does, and exits once the background
+// process is up (it writes to the pipe WG_READY_FD; exit 1 if it ends first). The --health
+// socket goes the same way (WG_HEALTH_FD); its thread starts only in the process that stays.
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/if_tun.h>
@@ -45,6 +47,7 @@
 
 #include "bind/linux.hpp"
 #include "confine.hpp"
+#include "daemon.hpp"
 #include "health_server.hpp"
 #include "offload_switches.hpp"
 #include "process.hpp"
@@ -104,6 +107,8 @@ using Disabled = std::vector<const OffloadSwitch*>;
              kSocketDir);
   fmt::print(out, "  WG_HEALTH_FD=N                  serve --health on this listening TCP socket instead of binding\n"
                   "                                  ADDR:PORT (how the background process gets it)\n");
+  fmt::print(out, "  WG_READY_FD=N                   write one byte to this pipe once up (how the background process\n"
+                  "                                  tells the one started that it is up)\n");
   fmt::print(out, "  WG_PROCESS_FOREGROUND=1         the same as -f\n");
   fmt::print(out, "  WG_TUN_USER=user                the same as --user user (for wg-quick, which passes no flags)\n");
   for (const auto& f : kOffloadSwitches)
@@ -143,21 +148,41 @@ struct Passed {
 };
 
 // Re-executes this program with the TUN and UAPI descriptors as 3 and 4 (and the --health
-// socket, if any, as 5). In the background (fork first, then return in the parent; the
-// child is not waited for, like wireguard-go's), or in place (`background` false: for
-// --user in the foreground, so that the new image drops root before its first thread).
-// The new image gets the same flags (after the interface name, so `wg-tun -f NAME` still
-// starts its command line).
+// socket, if any, as 5). In the background (fork first; the parent returns 0 once the
+// child wrote to its readiness pipe, descriptor 6 as WG_READY_FD, and passes that on to
+// `ready_fd`, or 1 if the child ended first), or in place (`background` false: for --user
+// in the foreground, so that the new image drops root before its first thread). The new
+// image gets the same flags (after the interface name, so `wg-tun -f NAME` still starts
+// its command line).
 int daemonize(bool background, const std::string& iface, const Passed& passed, int tun_fd, int uapi_fd,
-              int health_fd) {
+              int health_fd, std::optional<int> ready_fd) {
+  int ready_write = -1;
   if (background) {
     bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
+    programs::ReadyPipe ready;
+    try {
+      ready = programs::ReadyPipe::make();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wg-tun: {}\n", e.what());
+      return 1;
+    }
     pid_t pid = fork();
     if (pid < 0) {
       fmt::print(stderr, "wg-tun: fork: {}\n", std::strerror(errno));
       return 1;
     }
-    if (pid > 0) return 0;
+    if (pid > 0) {
+      ::close(ready.write_fd);
+      if (!programs::wait_ready(ready.read_fd)) {
+        fmt::print(stderr, "wg-tun: the background process exited before it was up\n");
+        return 1;
+      }
+      if (ready_fd) programs::notify_ready(*ready_fd);
+      return 0;
+    }
+    ::close(ready.read_fd);
+    ready_write = fcntl(ready.write_fd, F_DUPFD_CLOEXEC, 10);
+    ::close(ready.write_fd);
     setsid();
     int devnull = ::open("/dev/null", O_RDWR);
     dup2(devnull, 0);
@@ -177,6 +202,10 @@ int daemonize(bool background, const std::string& iface, const Passed& passed, i
   if (h >= 0) {
     dup2(h, 5);
     setenv("WG_HEALTH_FD", "5", 1);
+  }
+  if (ready_write >= 0) {
+    dup2(ready_write, 6);
+    setenv("WG_READY_FD", "6", 1);
   }
   setenv("WG_PROCESS_FOREGROUND", "1", 1);
   if (!passed.user.empty()) setenv("WG_TUN_USER", passed.user.c_str(), 1);
@@ -285,6 +314,7 @@ int main(int argc, char** argv) {
   const conn::LinuxBind::Options& bind_opts = offloads.bind;
 
   const std::optional<int> inherited_tun = env_fd("WG_TUN_FD");
+  const std::optional<int> ready_fd = env_fd("WG_READY_FD");
   if (inherited_tun && !user.empty()) {
     // Before the first thread: capabilities belong to a thread, and threads made later
     // inherit them. The network stays reachable: CAP_NET_ADMIN for fwmark and the TUN,
@@ -322,7 +352,8 @@ int main(int argc, char** argv) {
     const Passed passed{disabled, queues, health_address, user,
                         no_sandbox ? "--no-sandbox" : sandbox_log ? "--sandbox-log" : nullptr};
     uapi.hand_over_file();
-    return daemonize(!foreground, name, passed, tun->fd(), uapi.fd(), health ? health->native_handle() : -1);
+    return daemonize(!foreground, name, passed, tun->fd(), uapi.fd(), health ? health->native_handle() : -1,
+                     ready_fd);
   }
 
   conn::LinuxBind bind(bind_opts);
@@ -369,6 +400,7 @@ int main(int argc, char** argv) {
   wg::log::event("wg-tun {} started on {}{}{}", kVersion, name,
                  health ? "; /readyz and /metrics on " + health->local_address() : "",
                  user.empty() ? "" : "; as user " + user);
+  if (ready_fd) programs::notify_ready(*ready_fd);
 
   const int sig = signals.wait();
   wg::log::event("interface {}: {}, shutting down", name, sig == SIGUSR1 ? "deleted" : "signal received");
