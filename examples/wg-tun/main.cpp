@@ -27,6 +27,7 @@
 // inherited descriptors, exactly as wireguard-go does, and exits once the background
 // process is up (it writes to the pipe WG_READY_FD; exit 1 if it ends first). The --health
 // socket goes the same way (WG_HEALTH_FD); its thread starts only in the process that stays.
+#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/if_tun.h>
@@ -227,6 +228,72 @@ int daemonize(bool background, const std::string& iface, const Passed& passed, i
   _exit(127);
 }
 
+// The command line as given: flags, the offloads it turns off, the interface name.
+struct CommandLine {
+  bool foreground = false, no_sandbox = false, sandbox_log = false;
+  unsigned queues = 1;
+  Disabled disabled;
+  std::string iface, health_address, user;
+};
+
+// wireguard-go's command line on CLI11, with its messages: --help and --version print
+// and exit 0; a usage error exits 1 (usage_error). Each option's value is checked as it
+// is met; an option nobody knows is reported once the rest is read.
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine cl;
+  const char* argv0 = argc > 0 ? argv[0] : "wg-tun";
+  CLI::App app;
+  app.set_help_flag();  // usage() is the help
+  app.add_flag_callback("-h,--help", [argv0] { usage(argv0, 0); })->trigger_on_parse();
+  app.add_flag_callback("-v,--version", [] {
+       fmt::print("wg-tun v{} (wgnet)\n\nUserspace WireGuard daemon for linux.\n", kVersion);
+       std::exit(0);
+     })->trigger_on_parse();
+  app.add_flag("-f,--foreground", cl.foreground);
+  app.add_flag("--no-sandbox", cl.no_sandbox);
+  app.add_flag("--sandbox-log", cl.sandbox_log);
+  for (const OffloadSwitch& f : kOffloadSwitches)
+    app.add_flag_callback(f.flag, [&cl, &f] {
+         if (std::find(cl.disabled.begin(), cl.disabled.end(), &f) == cl.disabled.end()) cl.disabled.push_back(&f);
+       })->trigger_on_parse();
+  // A value is the next argument whatever it looks like: one starting with '-' is refused.
+  app.add_option_function<std::string>("--user", [&cl, argv0](const std::string& v) {
+       if (v.empty() || v[0] == '-') usage_error(argv0, "--user takes a user name");
+       cl.user = v;
+     })->trigger_on_parse();
+  app.add_option_function<std::string>("--queues", [&cl, argv0](const std::string& v) {
+       char* end = nullptr;
+       const unsigned long n = v.empty() || v[0] == '-' ? 0 : std::strtoul(v.c_str(), &end, 10);
+       if (n < 1 || n > kMaxQueues || *end) usage_error(argv0, fmt::format("--queues takes 1 to {}, not '{}'", kMaxQueues, v));
+       cl.queues = static_cast<unsigned>(n);
+     })->trigger_on_parse();
+  app.add_option_function<std::string>("--health", [&cl, argv0](const std::string& v) {
+       if (v.empty() || v[0] == '-') usage_error(argv0, "--health takes ADDR:PORT");
+       cl.health_address = v;
+     })->trigger_on_parse();
+  std::vector<std::string> names;
+  app.add_option("INTERFACE", names);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ArgumentMismatch& e) {  // an option's value missing at the end
+    const std::string what = e.what();
+    if (what.rfind("--user", 0) == 0) usage_error(argv0, "--user takes a user name");
+    if (what.rfind("--health", 0) == 0) usage_error(argv0, "--health takes ADDR:PORT");
+    if (what.rfind("--queues", 0) == 0) usage_error(argv0, fmt::format("--queues takes 1 to {}, not ''", kMaxQueues));
+    usage_error(argv0, what);
+  } catch (const CLI::ExtrasError&) {
+    usage_error(argv0, "unknown option '" + app.remaining().front() + "'");
+  } catch (const CLI::ParseError& e) {
+    usage_error(argv0, e.what());
+  }
+  for (const std::string& n : names) {
+    if (cl.iface.empty() && !n.empty() && n[0] != '-') cl.iface = n;
+    else if (n.empty() || n[0] == '-') usage_error(argv0, "unknown option '" + n + "'");
+    else usage_error(argv0, "one interface name only ('" + cl.iface + "', then '" + n + "')");
+  }
+  return cl;
+}
+
 // One verbose line with the offloads in use: what the options allowed and the kernel
 // took (TUN: TUNSETOFFLOAD bits and the GRO kinds still on; UDP: after the bind opened).
 void log_offloads(const std::string& name, const tunlinux::Tun& tun, const conn::LinuxBind& bind) {
@@ -247,44 +314,13 @@ int main(int argc, char** argv) {
     const char* slash = std::strrchr(argv[0], '/');
     prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
   }
-  bool foreground = false, no_sandbox = false, sandbox_log = false;
-  unsigned queues = 1;
-  Disabled disabled;
-  std::string iface, health_address, user;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--version" || a == "-v") {
-      fmt::print("wg-tun v{} (wgnet)\n\nUserspace WireGuard daemon for linux.\n", kVersion);
-      return 0;
-    }
-    if (a == "-h" || a == "--help") usage(argv[0], 0);
-    auto flag = std::find_if(std::begin(kOffloadSwitches), std::end(kOffloadSwitches),
-                             [&](const OffloadSwitch& f) { return a == f.flag; });
-    if (flag != std::end(kOffloadSwitches)) {
-      if (std::find(disabled.begin(), disabled.end(), flag) == disabled.end()) disabled.push_back(flag);
-    }
-    else if (a == "-f" || a == "--foreground") foreground = true;
-    else if (a == "--no-sandbox") no_sandbox = true;
-    else if (a == "--sandbox-log") sandbox_log = true;
-    else if (a == "--user") {
-      if (i + 1 >= argc || !*argv[i + 1] || argv[i + 1][0] == '-') usage_error(argv[0], "--user takes a user name");
-      user = argv[++i];
-    }
-    else if (a == "--queues") {
-      const std::string v = i + 1 < argc ? argv[++i] : "";
-      char* end = nullptr;
-      const unsigned long n = v.empty() || v[0] == '-' ? 0 : std::strtoul(v.c_str(), &end, 10);
-      if (n < 1 || n > kMaxQueues || *end) usage_error(argv[0], fmt::format("--queues takes 1 to {}, not '{}'", kMaxQueues, v));
-      queues = static_cast<unsigned>(n);
-    }
-    else if (a == "--health") {
-      if (i + 1 >= argc || !*argv[i + 1] || argv[i + 1][0] == '-') usage_error(argv[0], "--health takes ADDR:PORT");
-      health_address = argv[++i];
-    }
-    else if (iface.empty() && !a.empty() && a[0] != '-') iface = a;
-    else if (a.empty() || a[0] == '-') usage_error(argv[0], "unknown option '" + a + "'");
-    else usage_error(argv[0], "one interface name only ('" + iface + "', then '" + a + "')");
-  }
+  CommandLine cl = parse_command_line(argc, argv);
+  bool& foreground = cl.foreground;
+  const bool no_sandbox = cl.no_sandbox, sandbox_log = cl.sandbox_log;
+  const unsigned queues = cl.queues;
+  const Disabled& disabled = cl.disabled;
+  const std::string &iface = cl.iface, &health_address = cl.health_address;
+  std::string& user = cl.user;
   if (iface.empty()) usage_error(argv[0], "no interface name");
   if (iface.size() >= IFNAMSIZ) usage_error(argv[0], "interface name too long: " + iface);
   if (const char* f = std::getenv("WG_PROCESS_FOREGROUND"); f && std::string(f) == "1") foreground = true;
