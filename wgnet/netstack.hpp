@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "bind/linux.hpp"
 #include "netstack/stack.hpp"
@@ -30,12 +31,28 @@ struct TunnelOptions {
   netstack::StackOptions::Congestion tcp_congestion = netstack::StackOptions::Congestion::bbr;
   std::chrono::milliseconds tcp_keepalive{0};  // see StackOptions::tcp_keepalive
   std::chrono::milliseconds dial_timeout{30000};
+  conn::LinuxBind::Options bind;  // the UDP socket's offloads (the program reads their switches)
+};
+
+// What Tunnel::open could not set up, and the system's reason (code()): a
+// std::system_error whose what() is "wgnet: the network stack: ..." or
+// "wgnet: UDP port N: ...".
+class TunnelError : public std::system_error {
+public:
+  enum class Step { stack, udp_port };
+  TunnelError(Step step, std::error_code ec, uint16_t port);
+  Step step() const { return step_; }
+  uint16_t port() const { return port_; }  // the ListenPort asked for (0: any); for udp_port
+
+private:
+  Step step_;
+  uint16_t port_;
 };
 
 class Tunnel {
 public:
   // Errors are exceptions, as with Asio's throwing overloads: wg::ConfigError for the
-  // config (with its file and line), std::system_error for the stack or the UDP port
+  // config (with its file and line), TunnelError for the stack or the UDP port
   // (ListenPort in use, say), std::runtime_error for an Endpoint that does not resolve.
   static std::unique_ptr<Tunnel> open(const wg::Config& config, const TunnelOptions& options = {});
   static std::unique_ptr<Tunnel> open_file(const std::string& path, const TunnelOptions& options = {});

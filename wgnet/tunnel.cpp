@@ -1,4 +1,4 @@
-// wgnet::Tunnel: the six set-up steps of an embedded tunnel in one call.
+// wgnet::Tunnel: the six set-up steps of an embedded tunnel in one call, and TunnelError.
 #include "wgnet/netstack.hpp"
 
 #include <system_error>
@@ -9,6 +9,15 @@
 #include "wg/messages.hpp"
 
 namespace wgnet {
+
+namespace {
+std::string step_text(TunnelError::Step step, uint16_t port) {
+  return step == TunnelError::Step::stack ? "wgnet: the network stack" : "wgnet: UDP port " + std::to_string(port);
+}
+}  // namespace
+
+TunnelError::TunnelError(Step step, std::error_code ec, uint16_t port)
+    : std::system_error(ec, step_text(step, port)), step_(step), port_(port) {}
 
 std::unique_ptr<Tunnel> Tunnel::open(const wg::Config& config, const TunnelOptions& options) {
   netstack::StackOptions so;
@@ -21,12 +30,12 @@ std::unique_ptr<Tunnel> Tunnel::open(const wg::Config& config, const TunnelOptio
   std::unique_ptr<Tunnel> t(new Tunnel);
   std::error_code ec;
   t->stack_ = netstack::Stack::create(so, ec);
-  if (!t->stack_) throw std::system_error(ec, "wgnet: the network stack");
-  t->bind_ = std::make_unique<conn::LinuxBind>();
+  if (!t->stack_) throw TunnelError(TunnelError::Step::stack, ec, 0);
+  t->bind_ = std::make_unique<conn::LinuxBind>(options.bind);
   t->device_ = std::make_unique<wg::Device>(*t->stack_, *t->bind_);
   wg::apply_config(*t->device_, config, conn::resolve_endpoint);  // endpoint names through the system resolver
   if (auto err = t->device_->up())
-    throw std::system_error(err, "wgnet: UDP port " + std::to_string(config.iface.listen_port.value_or(0)));
+    throw TunnelError(TunnelError::Step::udp_port, err, config.iface.listen_port.value_or(0));
   t->stack_->set_route_check([d = t->device_.get()](const wg::IpAddress& a) { return d->routable(a); });
   for (auto& p : t->device_->peers())
     if (p->endpoint()) t->device_->initiate_handshake(*p);

@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "dial.hpp"
 #include "wg/base/log.hpp"
 
 namespace wgns {

@@ -9,6 +9,7 @@
 #include <array>
 #include <vector>
 
+#include "dial.hpp"
 #include "proxy_client.hpp"
 #include "tls_stream.hpp"
 #include "wg/base/ascii.hpp"

@@ -8,6 +8,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "dial.hpp"
 #include "proxy_client.hpp"
 #include "http_forward.hpp"
 #include "http_request.hpp"

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "dial.hpp"
 #include "proxy_client.hpp"
 #include "tls_client_hello.hpp"
 #include "wg/base/ip.hpp"

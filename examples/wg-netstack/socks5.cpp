@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "dial.hpp"
 #include "proxy_client.hpp"
 #include "socks5_parse.hpp"
 #include "wg/crypto.hpp"

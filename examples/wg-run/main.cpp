@@ -6,7 +6,6 @@
 //   wg-run -c wg0.conf [options] -- COMMAND [ARGS...]
 //   wg-run -c wg0.conf [options] --netns PATH        (serve a namespace someone else made)
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
 #include <fmt/core.h>
 #include <net/if.h>
 #include <signal.h>
@@ -29,6 +28,7 @@
 #include "process.hpp"
 #include "reload.hpp"
 #include "sandbox.hpp"
+#include "uapi_socket.hpp"
 #include "wg/apply.hpp"
 #include "wg/base/log.hpp"
 #include "wg/config.hpp"
@@ -119,19 +119,9 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   std::string socket_path = o.uapi_path;
   if (socket_path.empty() && !o.interface.empty())
     socket_path = std::string(wg::uapi::kSocketDir) + "/" + o.interface + ".sock";
-  int uapi_fd = -1;
-  if (!socket_path.empty()) {
-    std::string err;
-    uapi_fd = wg::uapi::listen_unix(socket_path, err);
-    if (uapi_fd < 0) throw StartError(err);
-    ::fcntl(uapi_fd, F_SETFD, FD_CLOEXEC);
-  }
-  struct Unlink {
-    std::string path;
-    ~Unlink() {
-      if (!path.empty()) ::unlink(path.c_str());
-    }
-  } unlink_socket{socket_path};
+  // Close-on-exec (listen_unix's): COMMAND never holds it.
+  programs::UapiSocket uapi_socket;
+  if (!socket_path.empty()) uapi_socket = programs::UapiSocket::listen(socket_path);
   std::optional<programs::HealthThread> health;
   if (!o.health.empty()) health.emplace(o.health, "wg-run");
 
@@ -218,7 +208,7 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   if (auto err = up.get())
     throw StartError(fmt::format("cannot open UDP port {}: {}", cfg.iface.listen_port.value_or(0), err.message()));
   std::unique_ptr<wg::uapi::Server> uapi;
-  if (uapi_fd >= 0) uapi = std::make_unique<wg::uapi::Server>(device, uapi_fd);
+  if (uapi_socket) uapi = std::make_unique<wg::uapi::Server>(device, uapi_socket.release());
   if (health) health->start(device);
   // A first handshake with every peer that has an endpoint, so the first connection of
   // COMMAND need not wait for one.

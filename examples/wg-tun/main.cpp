@@ -3,7 +3,8 @@
 //
 //   wg-tun [-f|--foreground] [--queues N] [--health ADDR:PORT] [--disable-OFFLOAD]... INTERFACE
 //   wg-tun --version
-//   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_HEALTH_FD=N  WG_PROCESS_FOREGROUND=1
+//   LOG_LEVEL=verbose|error|silent  WG_TUN_FD=N  WG_UAPI_FD=N  WG_HEALTH_FD=N  WG_READY_FD=N
+//   WG_PROCESS_FOREGROUND=1
 //
 // Each offload can be turned off by a flag or by its environment switch (either one is
 // enough; the table is programs::kOffloadSwitches): --disable-tso (WG_TUN_DISABLE_TSO),
@@ -23,8 +24,10 @@
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
-// inherited descriptors, exactly as wireguard-go does, and exits. The --health socket
-// goes the same way (WG_HEALTH_FD); its thread starts only in the process that stays.
+// inherited descriptors, exactly as wireguard-go does, and exits once the background
+// process is up (it writes to the pipe WG_READY_FD; exit 1 if it ends first). The --health
+// socket goes the same way (WG_HEALTH_FD); its thread starts only in the process that stays.
+#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/if_tun.h>
@@ -45,10 +48,12 @@
 
 #include "bind/linux.hpp"
 #include "confine.hpp"
+#include "daemon.hpp"
 #include "health_server.hpp"
 #include "offload_switches.hpp"
 #include "process.hpp"
 #include "tunlinux/tun.hpp"
+#include "uapi_socket.hpp"
 #include "wg/device.hpp"
 #include "wg/base/log.hpp"
 #include "wg/uapi_server.hpp"
@@ -103,6 +108,8 @@ using Disabled = std::vector<const OffloadSwitch*>;
              kSocketDir);
   fmt::print(out, "  WG_HEALTH_FD=N                  serve --health on this listening TCP socket instead of binding\n"
                   "                                  ADDR:PORT (how the background process gets it)\n");
+  fmt::print(out, "  WG_READY_FD=N                   write one byte to this pipe once up (how the background process\n"
+                  "                                  tells the one started that it is up)\n");
   fmt::print(out, "  WG_PROCESS_FOREGROUND=1         the same as -f\n");
   fmt::print(out, "  WG_TUN_USER=user                the same as --user user (for wg-quick, which passes no flags)\n");
   for (const auto& f : kOffloadSwitches)
@@ -142,21 +149,41 @@ struct Passed {
 };
 
 // Re-executes this program with the TUN and UAPI descriptors as 3 and 4 (and the --health
-// socket, if any, as 5). In the background (fork first, then return in the parent; the
-// child is not waited for, like wireguard-go's), or in place (`background` false: for
-// --user in the foreground, so that the new image drops root before its first thread).
-// The new image gets the same flags (after the interface name, so `wg-tun -f NAME` still
-// starts its command line).
+// socket, if any, as 5). In the background (fork first; the parent returns 0 once the
+// child wrote to its readiness pipe, descriptor 6 as WG_READY_FD, and passes that on to
+// `ready_fd`, or 1 if the child ended first), or in place (`background` false: for --user
+// in the foreground, so that the new image drops root before its first thread). The new
+// image gets the same flags (after the interface name, so `wg-tun -f NAME` still starts
+// its command line).
 int daemonize(bool background, const std::string& iface, const Passed& passed, int tun_fd, int uapi_fd,
-              int health_fd) {
+              int health_fd, std::optional<int> ready_fd) {
+  int ready_write = -1;
   if (background) {
     bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
+    programs::ReadyPipe ready;
+    try {
+      ready = programs::ReadyPipe::make();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wg-tun: {}\n", e.what());
+      return 1;
+    }
     pid_t pid = fork();
     if (pid < 0) {
       fmt::print(stderr, "wg-tun: fork: {}\n", std::strerror(errno));
       return 1;
     }
-    if (pid > 0) return 0;
+    if (pid > 0) {
+      ::close(ready.write_fd);
+      if (!programs::wait_ready(ready.read_fd)) {
+        fmt::print(stderr, "wg-tun: the background process exited before it was up\n");
+        return 1;
+      }
+      if (ready_fd) programs::notify_ready(*ready_fd);
+      return 0;
+    }
+    ::close(ready.read_fd);
+    ready_write = fcntl(ready.write_fd, F_DUPFD_CLOEXEC, 10);
+    ::close(ready.write_fd);
     setsid();
     int devnull = ::open("/dev/null", O_RDWR);
     dup2(devnull, 0);
@@ -177,6 +204,10 @@ int daemonize(bool background, const std::string& iface, const Passed& passed, i
     dup2(h, 5);
     setenv("WG_HEALTH_FD", "5", 1);
   }
+  if (ready_write >= 0) {
+    dup2(ready_write, 6);
+    setenv("WG_READY_FD", "6", 1);
+  }
   setenv("WG_PROCESS_FOREGROUND", "1", 1);
   if (!passed.user.empty()) setenv("WG_TUN_USER", passed.user.c_str(), 1);
   const std::string queue_count = std::to_string(passed.queues);
@@ -195,6 +226,72 @@ int daemonize(bool background, const std::string& iface, const Passed& passed, i
   execv("/proc/self/exe", const_cast<char* const*>(args.data()));
   fmt::print(stderr, "wg-tun: re-executing /proc/self/exe: {}\n", std::strerror(errno));
   _exit(127);
+}
+
+// The command line as given: flags, the offloads it turns off, the interface name.
+struct CommandLine {
+  bool foreground = false, no_sandbox = false, sandbox_log = false;
+  unsigned queues = 1;
+  Disabled disabled;
+  std::string iface, health_address, user;
+};
+
+// wireguard-go's command line on CLI11, with its messages: --help and --version print
+// and exit 0; a usage error exits 1 (usage_error). Each option's value is checked as it
+// is met; an option nobody knows is reported once the rest is read.
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine cl;
+  const char* argv0 = argc > 0 ? argv[0] : "wg-tun";
+  CLI::App app;
+  app.set_help_flag();  // usage() is the help
+  app.add_flag_callback("-h,--help", [argv0] { usage(argv0, 0); })->trigger_on_parse();
+  app.add_flag_callback("-v,--version", [] {
+       fmt::print("wg-tun v{} (wgnet)\n\nUserspace WireGuard daemon for linux.\n", kVersion);
+       std::exit(0);
+     })->trigger_on_parse();
+  app.add_flag("-f,--foreground", cl.foreground);
+  app.add_flag("--no-sandbox", cl.no_sandbox);
+  app.add_flag("--sandbox-log", cl.sandbox_log);
+  for (const OffloadSwitch& f : kOffloadSwitches)
+    app.add_flag_callback(f.flag, [&cl, &f] {
+         if (std::find(cl.disabled.begin(), cl.disabled.end(), &f) == cl.disabled.end()) cl.disabled.push_back(&f);
+       })->trigger_on_parse();
+  // A value is the next argument whatever it looks like: one starting with '-' is refused.
+  app.add_option_function<std::string>("--user", [&cl, argv0](const std::string& v) {
+       if (v.empty() || v[0] == '-') usage_error(argv0, "--user takes a user name");
+       cl.user = v;
+     })->trigger_on_parse();
+  app.add_option_function<std::string>("--queues", [&cl, argv0](const std::string& v) {
+       char* end = nullptr;
+       const unsigned long n = v.empty() || v[0] == '-' ? 0 : std::strtoul(v.c_str(), &end, 10);
+       if (n < 1 || n > kMaxQueues || *end) usage_error(argv0, fmt::format("--queues takes 1 to {}, not '{}'", kMaxQueues, v));
+       cl.queues = static_cast<unsigned>(n);
+     })->trigger_on_parse();
+  app.add_option_function<std::string>("--health", [&cl, argv0](const std::string& v) {
+       if (v.empty() || v[0] == '-') usage_error(argv0, "--health takes ADDR:PORT");
+       cl.health_address = v;
+     })->trigger_on_parse();
+  std::vector<std::string> names;
+  app.add_option("INTERFACE", names);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ArgumentMismatch& e) {  // an option's value missing at the end
+    const std::string what = e.what();
+    if (what.rfind("--user", 0) == 0) usage_error(argv0, "--user takes a user name");
+    if (what.rfind("--health", 0) == 0) usage_error(argv0, "--health takes ADDR:PORT");
+    if (what.rfind("--queues", 0) == 0) usage_error(argv0, fmt::format("--queues takes 1 to {}, not ''", kMaxQueues));
+    usage_error(argv0, what);
+  } catch (const CLI::ExtrasError&) {
+    usage_error(argv0, "unknown option '" + app.remaining().front() + "'");
+  } catch (const CLI::ParseError& e) {
+    usage_error(argv0, e.what());
+  }
+  for (const std::string& n : names) {
+    if (cl.iface.empty() && !n.empty() && n[0] != '-') cl.iface = n;
+    else if (n.empty() || n[0] == '-') usage_error(argv0, "unknown option '" + n + "'");
+    else usage_error(argv0, "one interface name only ('" + cl.iface + "', then '" + n + "')");
+  }
+  return cl;
 }
 
 // One verbose line with the offloads in use: what the options allowed and the kernel
@@ -217,44 +314,13 @@ int main(int argc, char** argv) {
     const char* slash = std::strrchr(argv[0], '/');
     prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
   }
-  bool foreground = false, no_sandbox = false, sandbox_log = false;
-  unsigned queues = 1;
-  Disabled disabled;
-  std::string iface, health_address, user;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--version" || a == "-v") {
-      fmt::print("wg-tun v{} (wgnet)\n\nUserspace WireGuard daemon for linux.\n", kVersion);
-      return 0;
-    }
-    if (a == "-h" || a == "--help") usage(argv[0], 0);
-    auto flag = std::find_if(std::begin(kOffloadSwitches), std::end(kOffloadSwitches),
-                             [&](const OffloadSwitch& f) { return a == f.flag; });
-    if (flag != std::end(kOffloadSwitches)) {
-      if (std::find(disabled.begin(), disabled.end(), flag) == disabled.end()) disabled.push_back(flag);
-    }
-    else if (a == "-f" || a == "--foreground") foreground = true;
-    else if (a == "--no-sandbox") no_sandbox = true;
-    else if (a == "--sandbox-log") sandbox_log = true;
-    else if (a == "--user") {
-      if (i + 1 >= argc || !*argv[i + 1] || argv[i + 1][0] == '-') usage_error(argv[0], "--user takes a user name");
-      user = argv[++i];
-    }
-    else if (a == "--queues") {
-      const std::string v = i + 1 < argc ? argv[++i] : "";
-      char* end = nullptr;
-      const unsigned long n = v.empty() || v[0] == '-' ? 0 : std::strtoul(v.c_str(), &end, 10);
-      if (n < 1 || n > kMaxQueues || *end) usage_error(argv[0], fmt::format("--queues takes 1 to {}, not '{}'", kMaxQueues, v));
-      queues = static_cast<unsigned>(n);
-    }
-    else if (a == "--health") {
-      if (i + 1 >= argc || !*argv[i + 1] || argv[i + 1][0] == '-') usage_error(argv[0], "--health takes ADDR:PORT");
-      health_address = argv[++i];
-    }
-    else if (iface.empty() && !a.empty() && a[0] != '-') iface = a;
-    else if (a.empty() || a[0] == '-') usage_error(argv[0], "unknown option '" + a + "'");
-    else usage_error(argv[0], "one interface name only ('" + iface + "', then '" + a + "')");
-  }
+  CommandLine cl = parse_command_line(argc, argv);
+  bool& foreground = cl.foreground;
+  const bool no_sandbox = cl.no_sandbox, sandbox_log = cl.sandbox_log;
+  const unsigned queues = cl.queues;
+  const Disabled& disabled = cl.disabled;
+  const std::string &iface = cl.iface, &health_address = cl.health_address;
+  std::string& user = cl.user;
   if (iface.empty()) usage_error(argv[0], "no interface name");
   if (iface.size() >= IFNAMSIZ) usage_error(argv[0], "interface name too long: " + iface);
   if (const char* f = std::getenv("WG_PROCESS_FOREGROUND"); f && std::string(f) == "1") foreground = true;
@@ -284,6 +350,7 @@ int main(int argc, char** argv) {
   const conn::LinuxBind::Options& bind_opts = offloads.bind;
 
   const std::optional<int> inherited_tun = env_fd("WG_TUN_FD");
+  const std::optional<int> ready_fd = env_fd("WG_READY_FD");
   if (inherited_tun && !user.empty()) {
     // Before the first thread: capabilities belong to a thread, and threads made later
     // inherit them. The network stays reachable: CAP_NET_ADMIN for fwmark and the TUN,
@@ -306,23 +373,23 @@ int main(int argc, char** argv) {
   std::string name = tun->name();
 
   // --- the UAPI socket ---
-  std::string socket_path = std::string(kSocketDir) + "/" + name + ".sock";
-  int uapi_fd;  // this process made the socket file, or its parent did before daemonizing
-  if (auto fd = env_fd("WG_UAPI_FD")) {
-    uapi_fd = *fd;
-  } else {
-    std::string err;
-    uapi_fd = wg::uapi::listen_unix(socket_path, err);
-    if (uapi_fd < 0) {
-      fmt::print(stderr, "wg-tun: {}\n", err);
-      return 1;
-    }
+  // The file is this process's to remove: it made it, or its parent did before daemonizing.
+  programs::UapiSocket uapi;
+  const std::string socket_path = std::string(kSocketDir) + "/" + name + ".sock";
+  try {
+    if (auto fd = env_fd("WG_UAPI_FD")) uapi = programs::UapiSocket::adopt(*fd, socket_path);
+    else uapi = programs::UapiSocket::listen(socket_path);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wg-tun: {}\n", e.what());
+    return 1;
   }
 
   if (!foreground || (!user.empty() && !inherited_tun)) {
     const Passed passed{disabled, queues, health_address, user,
                         no_sandbox ? "--no-sandbox" : sandbox_log ? "--sandbox-log" : nullptr};
-    return daemonize(!foreground, name, passed, tun->fd(), uapi_fd, health ? health->native_handle() : -1);
+    uapi.hand_over_file();
+    return daemonize(!foreground, name, passed, tun->fd(), uapi.fd(), health ? health->native_handle() : -1,
+                     ready_fd);
   }
 
   conn::LinuxBind bind(bind_opts);
@@ -351,7 +418,7 @@ int main(int argc, char** argv) {
         break;
     }
   });
-  wg::uapi::Server server(device, uapi_fd);
+  wg::uapi::Server server(device, uapi.release());
   if (health) health->start(device);  // the signals are blocked: its thread inherits that
   if (!no_sandbox) {
     try {
@@ -361,7 +428,7 @@ int main(int argc, char** argv) {
       wg::log::error("wg-tun: {}", e.what());
       server.stop();
       if (health) health->stop();
-      ::unlink(socket_path.c_str());
+      uapi.close();
       device.close();
       return 1;
     }
@@ -369,6 +436,7 @@ int main(int argc, char** argv) {
   wg::log::event("wg-tun {} started on {}{}{}", kVersion, name,
                  health ? "; /readyz and /metrics on " + health->local_address() : "",
                  user.empty() ? "" : "; as user " + user);
+  if (ready_fd) programs::notify_ready(*ready_fd);
 
   const int sig = signals.wait();
   wg::log::event("interface {}: {}, shutting down", name, sig == SIGUSR1 ? "deleted" : "signal received");
@@ -376,7 +444,7 @@ int main(int argc, char** argv) {
   if (health) health->stop();  // before the device it reads goes
   // As --user, the directory is root's: the socket stays, and the next `wg` or wg-tun
   // that finds nothing answering on it removes it.
-  ::unlink(socket_path.c_str());
+  uapi.close();
   device.close();
   return 0;
 }

@@ -234,6 +234,8 @@ daemonize_checks() {
   make_namespaces
   na "$WGNET_BIN/wg-tun" "$WG_A"; local rc=$?
   check "background start returns 0" test $rc -eq 0
+  # It returns once the background process is up (WG_READY_FD): the UAPI answers at once.
+  check "the UAPI answers as soon as the start returned" bash -c "ip netns exec $NS_A wg show $WG_A >/dev/null"
   eventually 50 pgrep -f "[w]g-tun -f $WG_A" >/dev/null
   local pid
   pid=$(pgrep -f "[w]g-tun -f $WG_A" | head -1)
@@ -244,6 +246,17 @@ daemonize_checks() {
     bash -c "test '$comm' = wg-tun && pgrep -x wg-tun | grep -qx '$pid' && ps -C wg-tun -o pid= | grep -qw '$pid'"
   check "wg show talks to it" bash -c "ip netns exec $NS_A wg show $WG_A >/dev/null"
   [ -n "$pid" ] && PIDS+=("$pid")
+  teardown_pair
+
+  # A background process that ends before it is up (here: no such --user) fails the start.
+  make_namespaces
+  local err
+  err=$(na "$WGNET_BIN/wg-tun" --user no-such-user-wgtun "$WG_A" 2>&1); rc=$?
+  check "background process ended before up: exit 1 (got $rc)" test $rc -eq 1
+  check "... with a line saying so ($err)" \
+    grep -qx "wg-tun: the background process exited before it was up" <<<"$err"
+  eventually 20 bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
+  check "... leaving no interface behind" bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
   teardown_pair
 }
 

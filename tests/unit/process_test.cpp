@@ -1,9 +1,15 @@
-// programs::WaitedSignals and programs::parse_log_level, shared by the daemons.
+// programs::WaitedSignals, programs::parse_log_level and the readiness pipe, shared by
+// the daemons.
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
+
+#include "daemon.hpp"
 #include "process.hpp"
 
 TEST_CASE("process: the log levels the daemons accept", "[process]") {
@@ -41,4 +47,33 @@ TEST_CASE("process: waited signals are blocked, waited for, and the original mas
   }
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   ::signal(SIGPIPE, sigpipe_before);
+}
+
+TEST_CASE("process: a readiness pipe says up, or that every writer left first", "[process]") {
+  SECTION("one byte: up") {
+    auto p = programs::ReadyPipe::make();
+    programs::notify_ready(p.write_fd);
+    CHECK(programs::wait_ready(p.read_fd));
+  }
+  SECTION("the writer closed without a word: not up") {
+    auto p = programs::ReadyPipe::make();
+    ::close(p.write_fd);
+    CHECK_FALSE(programs::wait_ready(p.read_fd));
+  }
+  SECTION("a child that ends before it is up, and one that gets up") {
+    for (const bool up : {false, true}) {
+      auto p = programs::ReadyPipe::make();
+      const pid_t pid = ::fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        ::close(p.read_fd);
+        if (up) programs::notify_ready(p.write_fd);
+        std::_Exit(0);
+      }
+      ::close(p.write_fd);
+      CHECK(programs::wait_ready(p.read_fd) == up);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+    }
+  }
 }
