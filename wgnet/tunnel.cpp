@@ -33,6 +33,9 @@ std::unique_ptr<Tunnel> Tunnel::open(const wg::Config& config, const TunnelOptio
   if (!t->stack_) throw TunnelError(TunnelError::Step::stack, ec, 0);
   t->bind_ = std::make_unique<conn::LinuxBind>(options.bind);
   t->device_ = std::make_unique<wg::Device>(*t->stack_, *t->bind_);
+  // ListenPort before the rest, so that a port in use is a TunnelError with its code.
+  if (const auto port = config.iface.listen_port)
+    if (auto err = t->device_->set_listen_port(*port)) throw TunnelError(TunnelError::Step::udp_port, err, *port);
   wg::apply_config(*t->device_, config, conn::resolve_endpoint);  // endpoint names through the system resolver
   if (auto err = t->device_->up())
     throw TunnelError(TunnelError::Step::udp_port, err, config.iface.listen_port.value_or(0));
