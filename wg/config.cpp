@@ -1,4 +1,4 @@
-// The `.conf` parser, by wg(8)'s rules. Key values are never echoed into errors.
+// The `.conf` parser, by wg(8)'s rules. Errors never quote key material (shown.hpp).
 #include "wg/config.hpp"
 
 #include <fcntl.h>
@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "wg/base/fd.hpp"
+#include "wg/base/shown.hpp"
 
 namespace wg {
 
@@ -150,7 +151,7 @@ private:
       peer_has_key_ = false;
       section_ = Section::peer;
     } else {
-      fail(fmt::format("unknown section '[{}]'", name));
+      fail(fmt::format("unknown section {}", shown(fmt::format("[{}]", name))));
     }
   }
 
@@ -189,7 +190,7 @@ private:
     } else if (ascii_iequals(key, "ListenPort")) {
       once("ListenPort");
       auto v = parse_uint(value);
-      if (!v || *v > 65535) fail(fmt::format("invalid ListenPort '{}' (0-65535)", value));
+      if (!v || *v > 65535) fail(fmt::format("invalid ListenPort {} (0-65535)", shown(value)));
       iface.listen_port = static_cast<uint16_t>(*v);
     } else if (ascii_iequals(key, "FwMark")) {
       once("FwMark");
@@ -197,28 +198,28 @@ private:
     } else if (ascii_iequals(key, "MTU")) {
       once("MTU");
       auto v = parse_uint(value);
-      if (!v) fail(fmt::format("invalid MTU '{}'", value));
+      if (!v) fail(fmt::format("invalid MTU {}", shown(value)));
       if (*v < kMinMtu || *v > kMaxMtu)
         fail(fmt::format("MTU {} out of range ({}-{})", *v, kMinMtu, kMaxMtu));
       iface.mtu = static_cast<uint32_t>(*v);
     } else if (ascii_iequals(key, "Address")) {
       for_each_item(value, [&](std::string_view item) {
         auto p = IpPrefix::parse(item);
-        if (!p) fail(fmt::format("invalid Address '{}'", item));
+        if (!p) fail(fmt::format("invalid Address {}", shown(item)));
         iface.addresses.push_back(*p);
       });
     } else if (ascii_iequals(key, "DNS")) {
       for_each_item(value, [&](std::string_view item) {
         if (auto a = IpAddress::parse(item)) iface.dns_servers.push_back(*a);
         else if (is_search_domain(item)) iface.dns_search.emplace_back(item);
-        else fail(fmt::format("invalid DNS entry '{}'", item));
+        else fail(fmt::format("invalid DNS entry {}", shown(item)));
       });
     } else if (auto extra = wg_quick_key(key)) {
       // Hooks may repeat; Table and SaveConfig may not.
       if (*extra == "Table" || *extra == "SaveConfig") once(*extra);
       iface.wg_quick_extras.emplace_back(*extra, value);
     } else {
-      fail(fmt::format("unknown key '{}' in [Interface]", key));
+      fail(fmt::format("unknown key {} in [Interface]", shown(key)));
     }
   }
 
@@ -238,12 +239,12 @@ private:
       once("Endpoint");
       require_value("Endpoint", value);
       if (auto why = endpoint_problem(value); !why.empty())
-        fail(fmt::format("invalid Endpoint '{}': {}", value, why));
+        fail(fmt::format("invalid Endpoint {}: {}", shown(value), why));
       peer.endpoint = std::string(value);
     } else if (ascii_iequals(key, "AllowedIPs")) {
       for_each_item(value, [&](std::string_view item) {
         auto p = IpPrefix::parse(item);
-        if (!p) fail(fmt::format("invalid AllowedIPs entry '{}'", item));
+        if (!p) fail(fmt::format("invalid AllowedIPs entry {}", shown(item)));
         peer.allowed_ips.push_back(p->masked());
       });
     } else if (ascii_iequals(key, "PersistentKeepalive")) {
@@ -254,10 +255,10 @@ private:
       }
       auto v = parse_uint(value);
       if (!v || *v > 65535)
-        fail(fmt::format("invalid PersistentKeepalive '{}' (0-65535 or off)", value));
+        fail(fmt::format("invalid PersistentKeepalive {} (0-65535 or off)", shown(value)));
       peer.persistent_keepalive = static_cast<uint16_t>(*v);
     } else {
-      fail(fmt::format("unknown key '{}' in [Peer]", key));
+      fail(fmt::format("unknown key {} in [Peer]", shown(key)));
     }
   }
 
@@ -270,7 +271,7 @@ private:
     else
       v = parse_uint(value);
     if (!v || *v > 0xffffffffu)
-      fail(fmt::format("invalid FwMark '{}' (number, 0x hex or off)", value));
+      fail(fmt::format("invalid FwMark {} (number, 0x hex or off)", shown(value)));
     return static_cast<uint32_t>(*v);
   }
 

@@ -18,6 +18,7 @@
 #include <map>
 
 #include "wg/base/host_port.hpp"
+#include "wg/base/shown.hpp"
 #include "wg/base/fd.hpp"
 #include "wg/crypto.hpp"
 
@@ -287,7 +288,7 @@ private:
       open_section();
       return;
     }
-    fail(fmt::format("unknown section '[{}]'", name));
+    fail(fmt::format("unknown section {}", wg::shown(fmt::format("[{}]", name))));
   }
 
   void open_section() {
@@ -368,7 +369,7 @@ private:
 
   void top_level_key(std::string_view key, std::string_view raw) {
     if (wg_file_ || !ascii_iequals(key, "WGConfig"))
-      fail(fmt::format("key '{}' outside of a section{}", key,
+      fail(fmt::format("key {} outside of a section{}", wg::shown(key),
                        wg_file_ ? "" : " (only WGConfig may come before the first section)"));
     if (wg_config_line_ != 0) fail(fmt::format("duplicate WGConfig (first at line {})", wg_config_line_));
     auto path = value_of("WGConfig", raw);
@@ -393,7 +394,7 @@ private:
         auto item = trim_blanks(list.substr(0, comma));
         if (!item.empty()) {
           auto a = wg::IpAddress::parse(item);
-          if (!a) fail(fmt::format("invalid CheckAlive entry '{}' (IP addresses only)", item));
+          if (!a) fail(fmt::format("invalid CheckAlive entry {} (IP addresses only)", wg::shown(item)));
           out_.check_alive.push_back(*a);
         }
         if (comma == std::string_view::npos) break;
@@ -406,7 +407,7 @@ private:
       auto value = value_of("CheckAliveInterval", raw);
       auto v = parse_uint(value);
       if (!v || *v < 1 || *v > 0xffffffffu)
-        fail(fmt::format("invalid CheckAliveInterval '{}' (seconds, 1 or more)", value));
+        fail(fmt::format("invalid CheckAliveInterval {} (seconds, 1 or more)", wg::shown(value)));
       out_.check_alive_interval = std::chrono::seconds(*v);
       interval_line_ = line_;
       return;
@@ -419,7 +420,7 @@ private:
     // The value stands on its line in the text for wg::parse_config: a '\n' would start
     // a new line there and a '#' would cut it.
     if (value.find_first_of("#\n") != std::string::npos)
-      fail(fmt::format("the value of {}{} holds a '#' or a line break", key,
+      fail(fmt::format("the value of {}{} holds a '#' or a line break", wg::shown(key),
                        env_name.empty() ? std::string() : " (from environment variable " + env_name + ")"));
     if (!env_name.empty()) env_lines_[line_] = env_name;
     append_wiping(wg_text_, key);
@@ -445,7 +446,7 @@ private:
     ListenAddress a;
     if (value.empty()) fail(fmt::format("missing value for {}", canonical));
     if (auto why = listen_problem(value, a); !why.empty())
-      fail(fmt::format("invalid {} '{}': {}", canonical, value, why));
+      fail(fmt::format("invalid {} {}: {}", canonical, wg::shown(value), why));
     return a;
   }
 
@@ -453,7 +454,7 @@ private:
     auto value = value_of("Target", raw);
     HostPort t;
     if (value.empty()) fail("missing value for Target");
-    if (auto why = target_problem(value, t); !why.empty()) fail(fmt::format("invalid Target '{}': {}", value, why));
+    if (auto why = target_problem(value, t); !why.empty()) fail(fmt::format("invalid Target {}: {}", wg::shown(value), why));
     return t;
   }
 
@@ -464,7 +465,7 @@ private:
         once(k);
         return k;
       }
-    fail(fmt::format("unknown key '{}' in [{}]", key, section));
+    fail(fmt::format("unknown key {} in [{}]", wg::shown(key), section));
   }
 
   void proxy_key(std::string_view key, std::string_view raw) {
@@ -501,7 +502,7 @@ private:
         }
         auto value = value_of(k, raw);
         auto v = parse_uint(value);
-        if (!v || *v < 1 || *v > 65535) fail(fmt::format("invalid ListenPort '{}' (1-65535)", value));
+        if (!v || *v < 1 || *v > 65535) fail(fmt::format("invalid ListenPort {} (1-65535)", wg::shown(value)));
         t.listen_port = static_cast<uint16_t>(*v);
         break;
       }
@@ -516,7 +517,7 @@ private:
           auto value = value_of(k, raw);
           auto v = parse_uint(value);
           if (!v || *v > 0xffffffffu)
-            fail(fmt::format("invalid InactivityTimeout '{}' (seconds, 0 or more; 0: never)", value));
+            fail(fmt::format("invalid InactivityTimeout {} (seconds, 0 or more; 0: never)", wg::shown(value)));
           t.inactivity_timeout = std::chrono::seconds(*v);
         }
         break;
@@ -537,7 +538,7 @@ private:
         if (ascii_iequals(value, "auto")) out_.resolve = ResolveStrategy::automatic;
         else if (ascii_iequals(value, "ipv4")) out_.resolve = ResolveStrategy::ipv4;
         else if (ascii_iequals(value, "ipv6")) out_.resolve = ResolveStrategy::ipv6;
-        else fail(fmt::format("invalid ResolveStrategy '{}' (auto, ipv4 or ipv6)", value));
+        else fail(fmt::format("invalid ResolveStrategy {} (auto, ipv4 or ipv6)", wg::shown(value)));
         break;
       }
       default: break;

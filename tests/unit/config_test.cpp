@@ -12,7 +12,9 @@
 #include <sstream>
 #include <string>
 
+#include "wg/base/shown.hpp"
 #include "wg/config.hpp"
+#include "wg/crypto.hpp"
 
 using namespace wg;
 
@@ -334,4 +336,62 @@ TEST_CASE("config: load_config reads a file and warns when it exposes a private 
       CHECK(e.line() == 0);
     }
   }
+}
+
+namespace {
+
+// Any 16-character run of `key` in `text`.
+bool holds_key_run(const std::string& text, const std::string& key) {
+  for (size_t i = 0; i + 16 <= key.size(); ++i)
+    if (text.find(key.substr(i, 16)) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+// A key pasted where a name or a value belongs must not come back in the error: a base64
+// key ends in '=', so on a line of its own it is the "name".
+TEST_CASE("config: errors never quote key material", "[config]") {
+  const std::string key = kPsk;
+  const std::string hex = [] {
+    auto k = PresharedKey::from_base64(kPsk);
+    return k->to_hex();
+  }();
+  const std::string text = GENERATE_COPY(
+      "[Interface]\n" + key + "\n",                                           // a bare key line
+      key + "\n",                                                              // a key file as the config
+      "[Interface]\nPrivateKey: " + key + "\n",                                // a typo
+      "[Interface]\nPresharedKey = " + key + "\n",                             // the wrong section
+      "[" + key + "]\n",                                                       // as a section
+      std::string("[Interface]\nPrivateKey = ") + kPriv + "\nListenPort = " + key + "\n",
+      std::string("[Interface]\nPrivateKey = ") + kPriv + "\nDNS = " + key + "\n",
+      std::string("[Interface]\nPrivateKey = ") + kPriv + "\nAddress = " + hex + "\n",
+      std::string("[Interface]\nPrivateKey = ") + kPriv + "\n[Peer]\nPublicKey = " + kPub1 + "\nEndpoint = " + key + "\n",
+      std::string("[Interface]\nPrivateKey = ") + kPriv + "\n[Peer]\nPublicKey = " + kPub1 + "\nAllowedIPs = " + key +
+          "\n");
+  auto [line, message] = error_of(text);
+  INFO(message);
+  CHECK(line >= 1);
+  CHECK_FALSE(holds_key_run(message, key));
+  CHECK_FALSE(holds_key_run(message, hex));
+}
+
+// What is not key-shaped is still quoted: the typo a user must see.
+TEST_CASE("config: a misspelt name or a bad value is still quoted", "[config]") {
+  CHECK(error_of("[Interface]\nPersistentKeepalivee = 5\n").second ==
+        "line 2: unknown key 'PersistentKeepalivee' in [Interface]");
+  CHECK(error_of(std::string("[Interface]\nPrivateKey = ") + kPriv + "\nListenPort = 70000\n").second ==
+        "line 3: invalid ListenPort '70000' (0-65535)");
+  CHECK(error_of(std::string("[Interface]\nPrivateKey = ") + kPriv +
+                 "\n[Peer]\nPublicKey = " + kPub1 + "\nEndpoint = vpn.example.com\n")
+            .second == "line 5: invalid Endpoint 'vpn.example.com': missing port");
+}
+
+TEST_CASE("config: looks_like_key tells keys from names, addresses and host names", "[config]") {
+  for (const char* s : {kPriv, kPub1, kPsk, "8KxyZrTLgHvr1xyi", "0123456789abcdef0123456789abcdef",
+                        "ABCDEFGHIJKLMNOPQRSTUVWX"})
+    CHECK(looks_like_key(s));
+  for (const char* s : {"PersistentKeepalive", "CheckAliveInterval", "fd00:19::1/64", "198.19.0.1/24",
+                        "ec2-54-123-45-67.compute-1.amazonaws.com", "wireguard.example.com:51820", "8KxyZrTLgHvr1xy"})
+    CHECK_FALSE(looks_like_key(s));
 }

@@ -496,7 +496,7 @@ TEST_CASE("proxy config: $NAME errors name the key and the variable, never a sec
   CHECK(e.find("c2VjcmV0") == std::string::npos);
   // A line break from the environment would add a line for wg::parse_config: refused.
   CHECK(error_of("[Interface]\nAddress = $ADDR\n", bad) ==
-        "test.conf: line 2: the value of Address (from environment variable ADDR) holds a '#' or a line break");
+        "test.conf: line 2: the value of 'Address' (from environment variable ADDR) holds a '#' or a line break");
   auto pw = error_of("[http]\nBindAddress = 127.0.0.1:8080\nPassword = `hunter2`\n");
   CHECK(pw == "test.conf: line 3: Password without Username");
 }
