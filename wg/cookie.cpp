@@ -111,6 +111,8 @@ bool CookieGenerator::consume_reply(const MessageCookieReply& reply, TimePoint n
   std::memcpy(cookie_, cookie, kMacLen);
   secure_wipe(cookie, sizeof cookie);
   cookie_set_ = now;
+  // One reply per message sent: a replayed reply finds nothing to open against.
+  has_last_mac1_ = false;
   return true;
 }
 

@@ -39,7 +39,7 @@ public:
 
   // msg: a whole initiation or response.
   void add_macs(std::span<uint8_t> msg, TimePoint now);
-  // For the last message stamped; false if it does not decrypt.
+  // For the last message stamped, once; false if it does not decrypt or was consumed.
   bool consume_reply(const MessageCookieReply& reply, TimePoint now);
 
 private:

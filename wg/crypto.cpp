@@ -22,6 +22,14 @@ constexpr size_t kBlockLen = 64;  // BLAKE2s block size, for HMAC
 }  // namespace
 
 void secure_wipe(void* p, size_t n) { sodium_memzero(p, n); }
+
+// noinline and its own frame: the area lies below every frame of its caller.
+[[gnu::noinline]] void scrub_stack(size_t bytes) {
+  constexpr size_t kMax = 256 * 1024;
+  auto* area = static_cast<uint8_t*>(__builtin_alloca(std::min(bytes, kMax)));
+  sodium_memzero(area, std::min(bytes, kMax));
+  asm volatile("" : : "r"(area) : "memory");
+}
 bool ct_equal(const void* a, const void* b, size_t n) { return sodium_memcmp(a, b, n) == 0; }
 
 template <class Tag>

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,6 +27,28 @@ using Bytes32 = std::array<uint8_t, 32>;
 void secure_wipe(void* p, size_t n);
 // Constant-time equality of two equal-length buffers.
 bool ct_equal(const void* a, const void* b, size_t n);
+// Zeroes `bytes` of the calling thread's stack below the caller's frame: where the calls
+// that just returned (key parsing, X25519, a rotation) left their locals. Call it from a
+// shallow frame after handling key material.
+void scrub_stack(size_t bytes = 64 * 1024);
+
+// An allocator that wipes what it frees, so a growing buffer of key material (a UAPI
+// request, a config file) leaves no copy behind in the blocks it gave up.
+template <class T>
+struct WipingAllocator {
+  using value_type = T;
+  WipingAllocator() = default;
+  template <class U>
+  WipingAllocator(const WipingAllocator<U>&) {}
+  T* allocate(size_t n) { return std::allocator<T>().allocate(n); }
+  void deallocate(T* p, size_t n) {
+    secure_wipe(p, n * sizeof(T));
+    std::allocator<T>().deallocate(p, n);
+  }
+  friend bool operator==(const WipingAllocator&, const WipingAllocator&) { return true; }
+};
+// Short strings live in the object itself: wipe those with secure_wipe before they go.
+using WipedString = std::basic_string<char, std::char_traits<char>, WipingAllocator<char>>;
 
 // A 32-byte key, wiped when dropped, compared in constant time. Tag keeps kinds apart.
 // Deliberately no formatter or stream operator.

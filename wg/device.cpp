@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "wg/base/log.hpp"
+#include "wg/base/secret_memory.hpp"
 
 namespace wg {
 namespace {
@@ -156,7 +157,14 @@ void Device::down() {
   if (!up_) return;
   up_ = false;
   close_bind_locked();
-  for (auto& p : peers()) p->with_timers([](Timers& t) { t.stop(); });
+  // As the kernel's wg_stop: no session, handshake or staged packet outlives the
+  // interface being up, and after up() the first packet may initiate at once.
+  for (auto& p : peers()) {
+    p->with_timers([](Timers& t) { t.stop(); });
+    p->expire_current_keypairs();  // the handshake, and the REKEY_TIMEOUT hold-back
+    p->zero_keys();
+    p->clear_staged();
+  }
 }
 
 // --- configuration ---
@@ -166,8 +174,8 @@ void Device::down() {
 // and its sessions expire, so the next packet handshakes under the new key at once
 // instead of riding the old session until it ages out.
 void Device::set_private_key(const std::optional<PrivateKey>& key) {
-  std::optional<noise::Identity> id;
-  if (key) id = noise::Identity::from_private(*key);
+  std::shared_ptr<const noise::Identity> id;
+  if (key) id = std::allocate_shared<noise::Identity>(SecretAllocator<noise::Identity>(), noise::Identity::from_private(*key));
   {
     std::shared_lock lock(config_mu_);
     if ((!key && !identity_) || (key && identity_ && identity_->private_key == *key)) return;
@@ -264,7 +272,7 @@ PeerPtr Device::add_peer(const PublicKey& key) {
   if (identity_ && identity_->public_key == key) return nullptr;
   if (auto it = peers_.find(key); it != peers_.end()) return it->second;
   // The static-static DH is computed at its first initiation.
-  auto p = std::make_shared<Peer>(key, PeerShared{index_table_, buffers_, staging_});
+  auto p = std::allocate_shared<Peer>(SecretAllocator<Peer>(), key, PeerShared{index_table_, buffers_, staging_});
   peers_.emplace(key, p);
   return p;
 }
@@ -367,7 +375,7 @@ bool Device::routable(const IpAddress& a) const {
 // --- sessions ---
 
 void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator) {
-  auto kp = std::make_shared<Keypair>();
+  auto kp = std::allocate_shared<Keypair>(SecretAllocator<Keypair>());
   static_cast<noise::SessionKeys&>(*kp) = keys;
   kp->initiator = initiator;
   kp->created = now();

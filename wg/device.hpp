@@ -80,7 +80,8 @@ public:
   // --- lifecycle ---
   // Opens the bind on the listen port and starts receiving. Idempotent.
   std::error_code up();
-  // Closes the bind; keys and peers stay. Idempotent.
+  // Closes the bind, zeroes every session and handshake, drops staged packets; peers
+  // and their configuration stay. Idempotent.
   void down();
   bool is_up() const { return up_.load(); }
   // Stops every thread and releases the devices; the object is inert afterwards.
@@ -209,7 +210,7 @@ private:
 
   // --- guarded by config_mu_ (shared on the data path) ---
   mutable std::shared_mutex config_mu_;
-  std::optional<noise::Identity> identity_;
+  std::shared_ptr<const noise::Identity> identity_;  // in secret memory; replaced, never changed
   std::unordered_map<PublicKey, PeerPtr, PublicKeyHash> peers_;
   AllowedIps<Peer*> allowed_ips_;
   uint16_t listen_port_ = 0;

@@ -331,7 +331,7 @@ void Device::handle_handshake(HandshakeJob& job, bool under_load) {
 
 void Device::consume_initiation_message(HandshakeJob& job) {
   auto msg = load_message<MessageInitiation>(job.data);
-  std::optional<noise::Identity> id;
+  std::shared_ptr<const noise::Identity> id;
   {
     std::shared_lock lock(config_mu_);
     id = identity_;
@@ -382,7 +382,7 @@ void Device::consume_response_message(HandshakeJob& job) {
     return;
   }
   PeerPtr p = entry->peer;
-  std::optional<noise::Identity> id;
+  std::shared_ptr<const noise::Identity> id;
   {
     std::shared_lock lock(config_mu_);
     id = identity_;

@@ -193,7 +193,7 @@ void Device::send_initiation(Peer& p, bool retry) {
   if (!up_ || p.removed()) return;
   auto now = this->now();
   MessageInitiation msg;
-  std::optional<noise::Identity> id;
+  std::shared_ptr<const noise::Identity> id;
   {
     std::shared_lock lock(config_mu_);
     id = identity_;

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "wg/base/log.hpp"
+#include "wg/base/shown.hpp"
 
 namespace wg::uapi {
 namespace {
@@ -24,9 +25,11 @@ bool parse_uint(std::string_view s, T& out) {
   return ec == std::errc{} && end == s.data() + s.size();
 }
 
-// For log lines: at most 64 bytes, escaped so a client cannot inject terminal escapes.
+// For log lines: at most 64 bytes, escaped so a client cannot inject terminal escapes,
+// and nothing that may be a key (a misplaced key= line).
 std::string printable(std::string_view s) {
   constexpr size_t kMax = 64;
+  if (looks_like_key(s)) return "(not shown: it may be key material)";
   std::string out = escaped(s.substr(0, kMax));
   if (s.size() > kMax) out += "...";
   return out;
@@ -212,7 +215,7 @@ public:
   enum class Status { line, end, too_long };
   LineReader(int fd, ConnActivity* activity) : fd_(fd), activity_(activity) {}
   // `end`: EOF, an error, or the fd shut down.
-  Status next(std::string& line) {
+  Status next(WipedString& line) {
     for (;;) {
       auto nl = buf_.find('\n', pos_);
       if (nl != std::string::npos) {
@@ -235,13 +238,14 @@ public:
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return Status::end;
       buf_.append(tmp, static_cast<size_t>(n));
+      secure_wipe(tmp, static_cast<size_t>(n));
     }
   }
 
 private:
   int fd_;
   ConnActivity* activity_;
-  std::string buf_;
+  WipedString buf_;  // holds keys in hex: wiped as it moves and when freed
   size_t pos_ = 0;
 };
 
@@ -329,7 +333,15 @@ int set(Device& dev, std::string_view lines, std::string* error) {
 void serve(Device& dev, int fd, ConnActivity* activity) {
   using Status = LineReader::Status;
   LineReader reader(fd, activity);
-  std::string line;
+  WipedString line;
+  // Every exit: the lines' short-string bytes, and the stack below us.
+  struct Scrub {
+    WipedString& line;
+    ~Scrub() {
+      secure_wipe(line.data(), line.size());
+      scrub_stack();
+    }
+  } scrub{line};
   for (;;) {
     Status st = reader.next(line);
     if (st == Status::end) return;
@@ -348,7 +360,7 @@ void serve(Device& dev, int fd, ConnActivity* activity) {
     } else if (st == Status::line && line == "set=1") {
       // Read whole before applying: an endless request holds no lock, and one cut short
       // by EOF is not applied.
-      std::string request;
+      WipedString request;
       Status last;
       for (;;) {
         last = reader.next(line);
@@ -364,12 +376,14 @@ void serve(Device& dev, int fd, ConnActivity* activity) {
       int code = last == Status::end ? kErrorProtocol : kErrorIo;
       if (last == Status::line) {
         std::string reason;
-        code = set(dev, request, &reason);
+        code = set(dev, std::string_view(request), &reason);
         if (code != 0) log::error("UAPI set: {}", reason);
       } else if (last == Status::too_long) {
         log::error("UAPI set: a line over {} bytes or a request over {} bytes", kMaxLine, kMaxRequest);
       }
       secure_wipe(request.data(), request.size());
+      secure_wipe(line.data(), line.size());
+      scrub_stack();
       if (!write_errno(fd, code, activity) || last != Status::line) return;
     } else {
       // Answered, then closed: what follows cannot be parsed.

@@ -1,10 +1,14 @@
 #include "process.hpp"
 
+#include <pthread.h>
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <pthread.h>
+#include <cstring>
+#include <stdexcept>
 
 #include <fmt/core.h>
 
@@ -30,6 +34,11 @@ std::optional<wg::log::Level> parse_log_level(std::string_view name) {
   if (name == "error") return wg::log::Level::error;
   if (name == "silent") return wg::log::Level::silent;
   return std::nullopt;
+}
+
+void make_undumpable() {
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    throw std::runtime_error(std::string("PR_SET_DUMPABLE: ") + std::strerror(errno));
 }
 
 void usage_error(std::string_view program, std::string what) {

@@ -36,6 +36,11 @@ class WaitedSignals {
 // "verbose" (also "debug", wireguard-go's LOG_LEVEL word), "error" or "silent".
 std::optional<wg::log::Level> parse_log_level(std::string_view name);
 
+// Not dumpable: no core file, and /proc/PID/mem, environ and ptrace only for root (with
+// CAP_SYS_PTRACE), not for another process of the same user. Changing user resets it
+// (to fs.suid_dumpable): call again after. Throws std::runtime_error if refused.
+void make_undumpable();
+
 // Prints "PROGRAM: WHAT (--help for usage)" on one line to stderr and exits with 1.
 [[noreturn]] void usage_error(std::string_view program, std::string what);
 

@@ -30,6 +30,7 @@
 #include "services.hpp"
 #include "uapi_socket.hpp"
 #include "wg/base/log.hpp"
+#include "wg/crypto.hpp"
 #include "wg/uapi_server.hpp"
 #include "wgnet/netstack.hpp"
 
@@ -117,7 +118,9 @@ int main(int argc, char** argv) {
   wg::log::set_level(*programs::parse_log_level(o.level));
   const programs::WaitedSignals signals{SIGINT, SIGTERM, SIGHUP};
   try {
+    programs::make_undumpable();
     const ProxyConfig pc = load_config(o);
+    wg::scrub_stack();  // the keys' text, parsed
     const ServicePlan plan = plan_services(o, pc);
     if (o.config_test) {
       fmt::print("Config OK\n");

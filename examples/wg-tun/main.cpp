@@ -327,6 +327,12 @@ int main(int argc, char** argv) {
   if (const char* u = std::getenv("WG_TUN_USER"); u && *u && user.empty()) user = u;
   if (no_sandbox && sandbox_log) usage_error(argv[0], "--no-sandbox and --sandbox-log exclude each other");
   wg::log::set_level(level_from_env());
+  try {
+    programs::make_undumpable();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wg-tun: {}\n", e.what());
+    return 1;
+  }
 
   const programs::WaitedSignals signals{SIGINT, SIGTERM, SIGUSR1};  // SIGUSR1: the interface was deleted
 
@@ -357,6 +363,7 @@ int main(int argc, char** argv) {
     // CAP_NET_BIND_SERVICE for a listen port below 1024 that `wg set` may give at any time.
     try {
       programs::become_user(user, {CAP_NET_ADMIN, CAP_NET_BIND_SERVICE});
+      programs::make_undumpable();  // the change of user reset it
     } catch (const std::exception& e) {
       fmt::print(stderr, "wg-tun: {}\n", e.what());
       return 1;

@@ -182,6 +182,24 @@ TEST_CASE("cookie: a cookie reply is bound to the mac1 it answers", "[cookie]") 
   }
 }
 
+// As the kernel's have_sent_mac1: a reply is consumed once. A replayed reply (the cookie
+// expired, or a newer one taken since) must not set a cookie again.
+TEST_CASE("cookie: a cookie reply is consumed once, its replay refused", "[cookie]") {
+  Setup s;
+  Bytes a = message(wg::kInitiationSize);
+  s.generator.add_macs(a, kT0);
+  auto reply = s.checker.create_reply(a, 1, kSrc, kT0);
+  REQUIRE(s.generator.consume_reply(reply, kT0));
+  CHECK_FALSE(s.generator.consume_reply(reply, kT0 + 130s));
+  // The cookie taken at kT0 has expired (120 s): mac2 is zero, not refreshed by the replay.
+  Bytes m = message(wg::kInitiationSize);
+  s.generator.add_macs(m, kT0 + 130s);
+  CHECK(is_zero(mac2_of(m)));
+  // A message sent after it may take a reply again.
+  auto second = s.checker.create_reply(m, 1, kSrc, kT0 + 130s);
+  CHECK(s.generator.consume_reply(second, kT0 + 130s));
+}
+
 TEST_CASE("cookie: a refused reply leaves no cookie behind", "[cookie]") {
   Setup s;
   Bytes a = message(wg::kInitiationSize);

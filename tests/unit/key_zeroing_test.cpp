@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "wg/device.hpp"
+#include "wg/uapi.hpp"
 #include "wg/transport_aead.hpp"
 #include "../support/device_pair.hpp"
 #include "../support/eventually.hpp"
@@ -354,6 +356,98 @@ TEST_CASE("key zeroing: no byte of a removed peer's session keys is left in memo
   INFO(describe(s));
   CHECK(s.bytes > 0);
   CHECK(s.hits.empty());
+}
+
+TEST_CASE("key zeroing: down() leaves no byte of a session's keys in memory", "[keypair][device]") {
+  Pair pr;
+  const auto keys = pr.two_sessions();
+  pr.a.down();
+  pr.b.down();
+  CHECK_FALSE(pr.pair.a_to_b->has_session_keys());
+  CHECK_FALSE(pr.pair.b_to_a->has_session_keys());
+  const Scan s = scan_memory(keys);
+  INFO(describe(s));
+  CHECK(s.bytes > 0);
+  CHECK(s.hits.empty());
+}
+
+namespace {
+
+// A private key set over the UAPI, as `wg set` sends it: generated here, held only masked
+// (the key and its 64 hex digits, as two 32-byte halves), the request wiped once sent.
+struct UapiKey {
+  MaskedKey raw, hex_low, hex_high;
+
+  static UapiKey make() {
+    UapiKey k;
+    PrivateKey key;
+    random_bytes(key.data(), kKeyLen);
+    std::string hex = key.to_hex();
+    k.raw = mask_key(key.data());
+    k.hex_low = mask_key(reinterpret_cast<const uint8_t*>(hex.data()));
+    k.hex_high = mask_key(reinterpret_cast<const uint8_t*>(hex.data()) + kKeyLen);
+    secure_wipe(hex.data(), hex.size());
+    return k;
+  }
+
+  // "set=1", "private_key=HEX", "" over a socketpair to uapi::serve on its own thread
+  // (which stays mapped, as glibc keeps finished threads' stacks); errno=0 expected.
+  void set_on(Device& dev) const {
+    int fds[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    std::thread server([&] { uapi::serve(dev, fds[1]); });
+    // The client's side, which is another process in real use (wg(8)): its copies are
+    // wiped here, byte by byte through volatile so no vector register holds the key, and
+    // the stack below this frame zeroed after.
+    char request[96] = "set=1\nprivate_key=";
+    const size_t at = std::strlen(request);
+    volatile char* out = request;
+    for (size_t i = 0; i < kKeyLen; ++i) {
+      out[at + i] = static_cast<char>(hex_low.masked[i] ^ hex_low.mask[i]);
+      out[at + kKeyLen + i] = static_cast<char>(hex_high.masked[i] ^ hex_high.mask[i]);
+    }
+    std::memcpy(request + at + 2 * kKeyLen, "\n\n", 2);
+    const size_t len = at + 2 * kKeyLen + 2;
+    const bool sent = ::write(fds[0], request, len) == static_cast<ssize_t>(len);
+    secure_wipe(request, sizeof request);
+    scrub_stack();
+    REQUIRE(sent);
+    char reply[16] = {};
+    size_t got = 0;
+    while (got < 9) {
+      const ssize_t n = ::read(fds[0], reply + got, sizeof reply - 1 - got);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::close(fds[0]);
+    server.join();
+    ::close(fds[1]);
+    CHECK(std::string(reply) == "errno=0\n\n");
+  }
+};
+
+}  // namespace
+
+// A rotation through the UAPI: the old private key leaves no byte behind, raw or in hex, in
+// the UAPI's buffers, the stack of the thread that parsed it, or the device's identity.
+TEST_CASE("key zeroing: a private key rotated over the UAPI leaves no copy, raw or in hex",
+          "[keypair][device][uapi]") {
+  Pair pr;
+  pr.exchange(1);
+  const UapiKey old_key = UapiKey::make(), new_key = UapiKey::make();
+  old_key.set_on(pr.a);
+  // The search finds the key the device holds now.
+  {
+    const Scan held = scan_memory({old_key.raw});
+    CHECK_FALSE(held.hits.empty());
+  }
+  new_key.set_on(pr.a);
+  const Scan s = scan_memory({old_key.raw, old_key.hex_low, old_key.hex_high});
+  INFO(describe(s));
+  CHECK(s.bytes > 0);
+  CHECK(s.hits.empty());
+  const Scan now = scan_memory({new_key.raw});
+  CHECK_FALSE(now.hits.empty());
 }
 
 // The same at the AEAD's level, for one idle thread: its contexts keep the key it used
