@@ -53,6 +53,7 @@ int landlock_abi() {
   return v < 0 ? 0 : static_cast<int>(v);
 }
 
+// 0 when /proc/self/task cannot be read (Landlock, applied first, hides it): unknown.
 int threads_running() {
   std::error_code ec;
   int n = 0;
@@ -229,37 +230,81 @@ namespace {
 
 }  // namespace
 
-void become_user(const std::string& name, std::initializer_list<int> keep) {
-  if (int n = threads_running(); n != 1)
-    throw std::runtime_error("--user: " + std::to_string(n) + " threads already run (capabilities are per thread)");
-  struct passwd pw{}, *found = nullptr;
-  std::vector<char> buf(16384);
-  errno = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
-  if (!found) {
-    if (errno == 0) errno = ENOENT;
-    throw std::runtime_error("--user " + name + ": no such user");
-  }
-  if (pw.pw_uid == 0) throw std::runtime_error("--user " + name + ": that is root (leave --user out to stay root)");
+namespace {
+
+uint64_t mask_of(std::initializer_list<int> caps) {
   uint64_t mask = 0;
-  for (int cap : keep) mask |= 1ULL << cap;
-  // The bounding set first, while CAP_SETPCAP is still held.
+  for (int cap : caps) mask |= 1ULL << cap;
+  return mask;
+}
+
+// The bounding set down to `mask`; needs CAP_SETPCAP, so before capset.
+void drop_bounding_set(uint64_t mask, const std::string& step) {
   for (int cap = 0; cap < 64; ++cap) {
     if (mask & (1ULL << cap)) continue;
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
       if (errno == EINVAL) break;  // past the kernel's last capability
-      fail_step("--user: dropping capability " + std::to_string(cap) + " from the bounding set");
+      fail_step(step + ": dropping capability " + std::to_string(cap) + " from the bounding set");
     }
   }
-  if (::setgroups(0, nullptr) != 0) fail_step("--user: setgroups");
-  if (::setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid) != 0) fail_step("--user: setresgid");
-  if (::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) fail_step("--user: PR_SET_KEEPCAPS");
-  if (::setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid) != 0) fail_step("--user: setresuid");
+}
+
+// Permitted and effective = mask, inheritable and ambient empty.
+void set_capabilities(uint64_t mask, const std::string& step) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
   data[0].effective = data[0].permitted = static_cast<uint32_t>(mask);
   data[1].effective = data[1].permitted = static_cast<uint32_t>(mask >> 32);
-  if (::syscall(SYS_capset, &header, data) != 0) fail_step("--user: capset");
-  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) fail_step("--user: clearing ambient capabilities");
+  if (::syscall(SYS_capset, &header, data) != 0) fail_step(step + ": capset");
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+    fail_step(step + ": clearing ambient capabilities");
+}
+
+}  // namespace
+
+uint64_t effective_capabilities() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return 0;
+  return data[0].effective | (static_cast<uint64_t>(data[1].effective) << 32);
+}
+
+void drop_capabilities(std::initializer_list<int> keep) {
+  if (int n = threads_running(); n > 1)
+    throw std::runtime_error("dropping capabilities: " + std::to_string(n) +
+                             " threads already run (capabilities are per thread)");
+  const uint64_t mask = mask_of(keep);
+  drop_bounding_set(mask, "dropping capabilities");
+  // uid 0 gains nothing at exec, and these bits cannot be turned back.
+  constexpr unsigned long kSecureBits = (1UL << 0) | (1UL << 1) |  // NOROOT, locked
+                                        (1UL << 2) | (1UL << 3) |  // NO_SETUID_FIXUP, locked
+                                        (1UL << 5) |               // KEEP_CAPS locked (off)
+                                        (1UL << 6) | (1UL << 7);   // NO_CAP_AMBIENT_RAISE, locked
+  if (::prctl(PR_SET_SECUREBITS, kSecureBits, 0, 0, 0) != 0) fail_step("dropping capabilities: securebits");
+  set_capabilities(mask, "dropping capabilities");
+}
+
+User find_user(const std::string& name) {
+  struct passwd pw{}, *found = nullptr;
+  std::vector<char> buf(16384);
+  errno = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (!found) throw std::runtime_error("--user " + name + ": no such user");
+  if (pw.pw_uid == 0) throw std::runtime_error("--user " + name + ": that is root (leave --user out to stay root)");
+  return {name, pw.pw_uid, pw.pw_gid};
+}
+
+void become_user(const std::string& name, std::initializer_list<int> keep) { become_user(find_user(name), keep); }
+
+void become_user(const User& user, std::initializer_list<int> keep) {
+  if (int n = threads_running(); n > 1)
+    throw std::runtime_error("--user: " + std::to_string(n) + " threads already run (capabilities are per thread)");
+  const uint64_t mask = mask_of(keep);
+  drop_bounding_set(mask, "--user");  // while CAP_SETPCAP is still held
+  if (::setgroups(0, nullptr) != 0) fail_step("--user: setgroups");
+  if (::setresgid(user.gid, user.gid, user.gid) != 0) fail_step("--user: setresgid");
+  if (::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) fail_step("--user: PR_SET_KEEPCAPS");
+  if (::setresuid(user.uid, user.uid, user.uid) != 0) fail_step("--user: setresuid");
+  set_capabilities(mask, "--user");
   if (::prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) != 0) fail_step("--user: PR_SET_KEEPCAPS");
   if (::setuid(0) == 0 || ::getuid() == 0) throw std::runtime_error("--user: root could be taken back");
 }

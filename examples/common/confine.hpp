@@ -3,6 +3,9 @@
 // wg-tun confine themselves with these, so that a parser bug gives an attacker little.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -58,5 +61,24 @@ void restrict_syscalls(std::initializer_list<const char*> extra, SyscallDenial d
 // thread: a capability set belongs to a thread. Throws std::runtime_error naming the
 // step that failed.
 void become_user(const std::string& name, std::initializer_list<int> keep);
+
+// A user looked up ahead (while /etc/passwd can still be read): become_user(find_user(n), k)
+// is become_user(n, k). find_user throws std::runtime_error for an unknown user or root.
+struct User {
+  std::string name;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+User find_user(const std::string& name);
+void become_user(const User& user, std::initializer_list<int> keep);
+
+// For a process that stays root: keeps only the capabilities `keep` (permitted and
+// effective; none inheritable or ambient, the bounding set emptied beyond them) and
+// locks the securebits so that neither uid 0 nor an exec gives the rest back. The
+// process must have one thread. Throws std::runtime_error naming the step that failed.
+void drop_capabilities(std::initializer_list<int> keep);
+
+// The effective capability set of the calling thread, as a mask (bit N: capability N).
+uint64_t effective_capabilities();
 
 }  // namespace programs

@@ -7,20 +7,26 @@
 //   wg-netstack -c wg0.conf [--socks5 127.0.0.1:1080] [--http ADDR:PORT]
 //               [--forward tcp|udp:LOCAL:PORT=TUNNEL:PORT]... [--reverse tcp|udp:TUNNEL:PORT=LOCAL:PORT]...
 //               [--health ADDR:PORT] [--auth-file FILE] [--handshake-timeout SECONDS]
-//               [--tcp-keepalive SECONDS] [--log-level verbose|error|silent]
+//               [--tcp-keepalive SECONDS] [--log-level verbose|error|silent] [--user NAME]
 #include <fmt/core.h>
 #include <openssl/crypto.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "confine.hpp"
 #include "context.hpp"
 #include "daemon.hpp"
+#include "forward.hpp"
 #include "memory_trim.hpp"
 #include "offload_switches.hpp"
 #include "options.hpp"
@@ -111,6 +117,43 @@ void confine_files(const std::string& config_path, const ProxyConfig& pc, const 
   else wg::log::error("warning: {}", c.message);
 }
 
+// The port of "HOST:PORT" or "[V6]:PORT", 0 if there is none.
+uint16_t port_of(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return 0;
+  unsigned long v = std::strtoul(address.c_str() + colon + 1, nullptr, 10);
+  return v > 65535 ? 0 : static_cast<uint16_t>(v);
+}
+
+// Will a socket of ours bind a port below 1024 (which needs CAP_NET_BIND_SERVICE)?
+bool binds_low_port(const Options& o, const ServicePlan& plan, const ProxyConfig& pc) {
+  std::vector<uint16_t> ports{pc.wg.iface.listen_port.value_or(0), port_of(o.health_addr)};
+  for (auto* ls : {&plan.socks, &plan.http})
+    for (auto& l : *ls) ports.push_back(port_of(l.address));
+  for (auto& f : plan.tunnel_forwards) ports.push_back(f.from_port);
+  for (auto& f : o.forwards) {
+    try {
+      ports.push_back(parse_forward(f).from_port);
+    } catch (const std::exception&) {
+    }  // Services says what is wrong with it
+  }
+  return std::any_of(ports.begin(), ports.end(), [](uint16_t p) { return p > 0 && p < 1024; });
+}
+
+// Started as root (for the UAPI socket under /var/run/wireguard): once that exists,
+// nothing of root is needed but binding a port below 1024. Before the first thread, which
+// inherits what is kept; the securebits (or the new user) keep the rest out of reach.
+void drop_root(const std::optional<programs::User>& user, const Options& o, const ServicePlan& plan,
+               const ProxyConfig& pc) {
+  const bool low = binds_low_port(o, plan, pc);
+  if (user) {
+    low ? programs::become_user(*user, {CAP_NET_BIND_SERVICE}) : programs::become_user(*user, {});
+  } else {
+    low ? programs::drop_capabilities({CAP_NET_BIND_SERVICE}) : programs::drop_capabilities({});
+  }
+  programs::make_undumpable();  // a change of user resets it
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,12 +169,17 @@ int main(int argc, char** argv) {
       fmt::print("Config OK\n");
       return 0;
     }
+    // Looked up before anything is made (a bad name leaves nothing behind) and while
+    // the sandbox still lets /etc/passwd be read.
+    std::optional<programs::User> user;
+    if (!o.user.empty()) user = programs::find_user(o.user);
     const int ready_fd = o.daemon_mode ? programs::fork_daemon() : -1;
     const int null_fd = o.daemon_mode ? ::open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
     (void)resident_bytes();  // opens /proc/self/statm before the sandbox
     programs::UapiSocket uapi_socket;
     if (!o.uapi_path.empty()) uapi_socket = programs::UapiSocket::listen(o.uapi_path);
     if (!o.no_sandbox) confine_files(o.config_path, pc, o.uapi_path);
+    if (::geteuid() == 0) drop_root(user, o, plan, pc);
     CheckAlive checks;  // outlives the Stack, whose executor runs the pingers
     set_check_alive(checks, plan);
 

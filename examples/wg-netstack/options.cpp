@@ -75,6 +75,10 @@ Options parse_options(int argc, char** argv) {
         return {};
       });
   app.add_option("--uapi", o.uapi_path, "serve the UAPI on this Unix socket path instead (wg(8) cannot find it there)");
+  app.add_option("--user", o.user,
+                 "started as root: once the UAPI socket is open, run as user NAME with no capabilities "
+                 "(CAP_NET_BIND_SERVICE only if a port below 1024 is listened on)")
+      ->check([](const std::string& v) -> std::string { return v.empty() || v[0] == '-' ? "a user name" : ""; });
   app.add_option("--log-level", o.level, "verbose (or debug), error or silent")
       ->check([](const std::string& v) -> std::string {
         return programs::parse_log_level(v) ? "" : "verbose, debug, error or silent, not '" + v + "'";
@@ -111,6 +115,7 @@ Options parse_options(int argc, char** argv) {
   if (o.config_path.empty())
     usage_error("no config file: -c FILE (or /etc/wireproxy/wireproxy.conf, $HOME/.config/wireproxy.conf)");
   if (o.silent) o.level = "silent";
+  if (!o.user.empty() && ::geteuid() != 0) usage_error("--user " + o.user + ": only root can change user");
   if (o.uapi_path.empty() && !iface_name.empty())
     o.uapi_path = std::string(wg::uapi::kSocketDir) + "/" + iface_name + ".sock";
   o.socks_given = app.count("--socks5") > 0;

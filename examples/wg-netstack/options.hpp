@@ -18,6 +18,7 @@ struct Options {
   std::vector<std::string> check_alive;
   unsigned check_alive_interval = 5;
   std::string uapi_path;  // --uapi, or kSocketDir/NAME.sock for --interface NAME
+  std::string user;       // --user: once the sockets exist, run as this user
   // Given on the command line: then they win over the config file.
   bool socks_given = false, http_given = false, level_given = false, check_alive_interval_given = false;
   bool silent = false;

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# What a compromised daemon would hold, read from the running processes:
+#   - wg-netstack started as root (its UAPI socket under /var/run/wireguard) keeps no
+#     capability once up, in every thread: CapEff, CapPrm, CapInh, CapAmb and CapBnd 0;
+#     with a listener below 1024 it keeps CAP_NET_BIND_SERVICE alone, and that listener
+#     answers; with --user nobody it runs as nobody with none.
+#   - every daemon is non-dumpable: as nobody, wg-netstack --user nobody's
+#     /proc/PID/environ and /proc/PID/mem cannot be read by another nobody process
+#     (they belong to root), nor wg-tun --user nobody's.
+#
+#   namespace $NS_A: wg-netstack --interface $WG_N (UDP 51820, SOCKS5 127.0.0.1:1080),
+#   wg-tun $WG_A. Nothing is sent anywhere.
+#
+# Usage: privileges_test.sh BIN_DIR (exit 77 = skipped: not root)
+WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
+. "$(dirname "$0")/lib.sh"
+require_root
+WG_N="wn${RUN_ID}"
+trap 'cleanup; rm -f "/var/run/wireguard/$WG_N.sock"' EXIT
+for b in wg-netstack wg-tun; do
+  [ -x "$WGNET_BIN/$b" ] || { echo "$WGNET_BIN/$b missing: build it first"; exit 1; }
+done
+id nobody >/dev/null || { echo "no user nobody"; exit 1; }
+make_namespaces
+mkdir -p "$TMP/conf"
+chmod 755 "$TMP" "$TMP/conf"
+printf '[Interface]\nPrivateKey = %s\nListenPort = 51820\nAddress = 198.19.0.1/24\n' "$(wg genkey)" >"$TMP/conf/n.conf"
+chmod 644 "$TMP/conf/n.conf"  # readable by nobody, for the --user run
+
+# caps_of PID: "CapInh CapPrm CapEff CapBnd CapAmb" of every thread, one line each.
+caps_of() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    awk '/^Cap(Inh|Prm|Eff|Bnd|Amb):/ {sub(":", "", $1); printf "%s=%s ", $1, $2} END {print ""}' "$t/status"
+  done
+}
+# caps_are PID HEX: every capability set of every thread is HEX (CapBnd too).
+caps_are() {
+  local want=$1$'\n' lines
+  lines=$(caps_of "$2")
+  log "  $(echo "$lines" | sort -u | head -3)"
+  [ -n "$lines" ] && ! echo "$lines" | grep -E -o 'Cap(Prm|Eff|Bnd)=[0-9a-f]+' | grep -v "=$1\$" | grep -q . &&
+    ! echo "$lines" | grep -E -o 'Cap(Inh|Amb)=[0-9a-f]+' | grep -v '=0000000000000000$' | grep -q .
+}
+# start_n NAME FLAGS...: wg-netstack on n.conf as interface $WG_N; NPID is its PID.
+start_n() {
+  local name=$1
+  shift
+  ip netns exec "$NS_A" "$WGNET_BIN/wg-netstack" -c "$TMP/conf/n.conf" --interface "$WG_N" "$@" \
+    >"$TMP/$name.log" 2>&1 &
+  NPID=$!
+  PIDS+=("$NPID")
+  eventually 100 test -S "/var/run/wireguard/$WG_N.sock" && wait_listen "$NS_A" 127.0.0.1:1080 &&
+    eventually 50 grep -q 'wg-netstack: up' "$TMP/$name.log"
+}
+stop_n() {
+  kill -TERM "$NPID"
+  wait "$NPID"
+  forget_pid "$NPID"
+}
+# as_nobody_reads FILE: a process of nobody's can read FILE.
+as_nobody_reads() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups head -c 1 "$1" >/dev/null 2>&1; }
+
+log "=== wg-netstack as root ==="
+check "wg-netstack up as root" start_n root
+check "no capability in any thread" caps_are 0000000000000000 "$NPID"
+check "wg show still drives it" ip netns exec "$NS_A" wg show "$WG_N" listen-port
+check "stops cleanly" stop_n
+
+log "=== wg-netstack as root, a listener below 1024 ==="
+check "wg-netstack up with --health 127.0.0.1:99" start_n low --health 127.0.0.1:99
+check "CAP_NET_BIND_SERVICE alone" caps_are 0000000000000400 "$NPID"
+check "the health listener below 1024 answers" \
+  ip netns exec "$NS_A" curl -sS --max-time 5 -o /dev/null http://127.0.0.1:99/metrics
+check "stops cleanly" stop_n
+
+log "=== wg-netstack --user nobody ==="
+check "wg-netstack up as nobody" start_n nobody --user nobody
+check "runs as nobody" test "$(awk '/^Uid:/ {print $2}' /proc/"$NPID"/status)" = "$(id -u nobody)"
+check "no capability in any thread" caps_are 0000000000000000 "$NPID"
+check "non-dumpable: its environ is root's, not nobody's" test "$(stat -c %U /proc/"$NPID"/environ)" = root
+check "another nobody process cannot read its environ" eval '! as_nobody_reads /proc/$NPID/environ'
+check "nor its memory" eval '! as_nobody_reads /proc/$NPID/mem'
+check "stops cleanly" stop_n
+
+log "=== wg-tun --user nobody ==="
+ip netns exec "$NS_A" "$WGNET_BIN/wg-tun" -f --user nobody "$WG_A" >"$TMP/wgtun.log" 2>&1 &
+TPID=$!
+PIDS+=("$TPID")
+check "wg-tun up" eventually 100 test -S "/var/run/wireguard/$WG_A.sock"
+# -f --user re-executes in place: the PID stays, the user changes once up.
+check "wg-tun runs as nobody" eventually 100 \
+  test "$(awk '/^Uid:/ {print $2}' /proc/"$TPID"/status 2>/dev/null)" = "$(id -u nobody)"
+check "non-dumpable: its environ is root's" test "$(stat -c %U /proc/"$TPID"/environ)" = root
+check "another nobody process cannot read its environ" eval '! as_nobody_reads /proc/$TPID/environ'
+finish "privileges"
