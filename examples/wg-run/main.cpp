@@ -1,6 +1,6 @@
 // wg-run: one program's whole network through WireGuard, without root. COMMAND runs in
-// new user, network and mount namespaces whose only interface besides lo is a TUN made
-// there; wg-run runs the WireGuard core over that TUN and a UDP socket of the user's own
+// new user, PID, network and mount namespaces whose only interface besides lo is a TUN
+// made there; wg-run runs the WireGuard core over that TUN and a UDP socket of the user's own
 // namespace, then exits with COMMAND's status (sandbox.hpp draws the two processes).
 //
 //   wg-run -c wg0.conf [options] -- COMMAND [ARGS...]
@@ -305,9 +305,10 @@ int main(int argc, char** argv) {
     app.add_flag_callback(s.flag, [i, &disabled] { disabled[i] = true; }, std::string("turn off ") + s.what);
   }
   app.footer(
-      "COMMAND runs in new user, network and mount namespaces as the same user, with lo and the TUN as its\n"
-      "only interfaces; /etc/resolv.conf there names the config's DNS= servers. wg-run exits with COMMAND's\n"
-      "status (128+N when a signal N ended it; 127: no such command, 126: it cannot be run; 1: wg-run failed).\n"
+      "COMMAND runs in new user, PID, network and mount namespaces as the same user, with lo and the TUN as\n"
+      "its only interfaces, and its own /proc and /sys; /etc/resolv.conf there names the config's DNS= servers. wg-run exits with COMMAND's status (128+N\n"
+      "when a signal N ended it; 127: no such command, 126: it cannot be run; 1: wg-run failed); processes\n"
+      "COMMAND leaves running end with it.\n"
       "\n"
       "Environment:\n"
       "  TMPDIR              where the namespace's resolv.conf is written before it is mounted (default /tmp)\n"

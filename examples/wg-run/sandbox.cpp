@@ -1,17 +1,20 @@
 // The child of wg-run, in the order it runs (see the drawing in sandbox.hpp):
-//   1. namespaces: a new user namespace mapping the user to itself, then new network and
-//      mount namespaces (or, with --netns, the given one and the user namespace owning it)
+//   1. namespaces: made with the child, a new user namespace mapping the user to itself
+//      and a PID namespace whose init the child is, then new network and mount
+//      namespaces (or, with --netns, the given one and the user namespace owning it)
 //   2. network: lo up; the TUN (tunlinux::Tun::create: IFF_VNET_HDR, offloads, MTU,
 //      queue length); its addresses, the link up, a default route per family
-//   3. COMMAND mode only: resolv.conf and the name-service sockets covered, unprivileged
-//      ping allowed for the user's group
+//   3. COMMAND mode only, the host hidden: a fresh /proc and /sys; resolv.conf and the
+//      name-service sockets covered; unprivileged ping allowed for the user's group
 //   4. the TUN and an rtnetlink socket of the namespace handed out; wait for 'G'
-//   5. capabilities dropped, the signal mask restored, COMMAND executed
+//   5. capabilities dropped; COMMAND forked and executed with the signal mask restored;
+//      the child stays its init: passes signals on, reaps, exits with COMMAND's status
 #include "sandbox.hpp"
 
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/nsfs.h>
+#include <linux/securebits.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,10 +72,9 @@ int write_file(const char* path, const std::string& text) {
 
 // --- 1. namespaces ---
 
-void make_namespaces() {
-  const uid_t uid = ::geteuid();
-  const gid_t gid = ::getegid();
-  if (::unshare(CLONE_NEWUSER) < 0) die(userns_failure("create a user namespace", errno));
+// The child is made in new user and PID namespaces (spawn); the user (uid and gid
+// outside) mapped to itself there, then new network and mount namespaces.
+void make_namespaces(uid_t uid, gid_t gid) {
   // The user mapped to itself (files keep their owners, `id` shows the same user). A
   // gid_map written without CAP_SETGID outside needs setgroups denied first.
   if (int err = write_file("/proc/self/setgroups", "deny"); err && err != ENOENT)
@@ -149,7 +152,19 @@ void build_network(const SandboxSpec& spec, std::unique_ptr<tunlinux::Tun>& tun)
   }
 }
 
-// --- 3. names and ping ---
+// --- 3. the host hidden ---
+
+// The network namespace's sysfs (its interfaces only) and the PID namespace's proc (its
+// processes only, and their network: this namespace's).
+void mount_proc_and_sys() {
+  constexpr unsigned long kFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (::mount("proc", "/proc", "proc", kFlags, nullptr) < 0)
+    die(fmt::format("cannot mount a /proc of the PID namespace: {}", std::strerror(errno)));
+  if (::mount("sysfs", "/sys", "sysfs", kFlags, nullptr) < 0)
+    die(fmt::format("cannot mount a /sys of the network namespace: {}", std::strerror(errno)));
+}
+
+// --- names and ping ---
 
 std::string resolv_conf(const SandboxSpec& spec) {
   std::string text = "# wg-run: DNS= of the config, reached through the tunnel\n";
@@ -241,7 +256,14 @@ void send_devices(int control, int tun_fd, int link_fd) {
 
 // --- 5. COMMAND ---
 
+// Every set emptied. Nothing COMMAND executes regains CAP_SYS_ADMIN, which could
+// unmount what hides the host: uid 0 gains no capabilities at exec (root's COMMAND would
+// otherwise hold them all in the namespace), and none is granted by a file's
+// capabilities (a program with others, ping's CAP_NET_RAW, still runs).
 void drop_capabilities() {
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0) < 0 ||
+      ::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) < 0)
+    die(fmt::format("cannot keep capabilities from COMMAND: {}", std::strerror(errno)));
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
@@ -271,11 +293,7 @@ std::string search_path(const std::string& name) {
   }
 }
 
-[[noreturn]] void exec_command(const SandboxSpec& spec, pid_t parent) {
-  drop_capabilities();
-  // COMMAND ends with wg-run, whose end takes its network away anyway.
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != parent) _exit(1);
+[[noreturn]] void exec_command(const SandboxSpec& spec) {
   if (spec.restore_sigpipe_default) ::signal(SIGPIPE, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &spec.restore_mask, nullptr);
   std::vector<char*> argv;
@@ -289,13 +307,58 @@ std::string search_path(const std::string& name) {
   die(fmt::format("{}: {}", name, std::strerror(errno)), errno == ENOENT ? 127 : 126);
 }
 
-[[noreturn]] void child_main(const SandboxSpec& spec, int control, pid_t parent) {
-  if (spec.netns_path.empty()) make_namespaces();
-  else enter_netns(spec.netns_path);
+// The exit status a shell would give for a wait status.
+int exit_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+// The PID namespace's init: COMMAND (PID 2) is forked, the signals below that reach
+// init are passed on to it, every process that ends in the namespace is reaped, and
+// COMMAND's end is init's, with COMMAND's status (128+N for signal N). The kernel then
+// kills what is left in the namespace. The signals are blocked (as in wg-run since
+// before spawn): a blocked signal reaches an init even with no handler.
+[[noreturn]] void run_init(const SandboxSpec& spec) {
+  sigset_t waited;
+  ::sigemptyset(&waited);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}) ::sigaddset(&waited, sig);
+  ::sigprocmask(SIG_BLOCK, &waited, nullptr);
+  const pid_t command = ::fork();
+  if (command < 0) die(fmt::format("cannot start COMMAND: {}", std::strerror(errno)));
+  if (command == 0) exec_command(spec);
+  ::close_range(3, ~0U, 0);  // init keeps nothing of wg-run's
+  for (;;) {
+    siginfo_t info{};
+    const int sig = ::sigwaitinfo(&waited, &info);
+    if (sig < 0) continue;
+    if (sig == SIGCHLD) {
+      int status = 0;
+      for (pid_t p; (p = ::waitpid(-1, &status, WNOHANG)) > 0;)
+        if (p == command) _exit(exit_status(status));
+      continue;
+    }
+    // The terminal's own (Ctrl-C, Ctrl-\, hang-up) reached COMMAND already, in the same
+    // process group. SIGTERM never comes from a terminal: with SI_KERNEL it is the
+    // parent-death signal, wg-run gone.
+    if (info.si_code != SI_KERNEL || sig == SIGTERM) ::kill(command, sig);
+  }
+}
+
+[[noreturn]] void child_main(const SandboxSpec& spec, int control, uid_t uid, gid_t gid) {
+  const bool command_mode = spec.netns_path.empty();
+  if (command_mode) {
+    // wg-run gone: COMMAND is told (run_init); before 'G', the control socket says it.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    make_namespaces(uid, gid);
+  } else {
+    enter_netns(spec.netns_path);
+  }
 
   std::unique_ptr<tunlinux::Tun> tun;
   build_network(spec, tun);
-  if (spec.netns_path.empty()) {
+  if (command_mode) {
+    mount_proc_and_sys();
     set_up_names(spec);
     allow_ping();
   }
@@ -309,7 +372,7 @@ std::string search_path(const std::string& name) {
   send_devices(control, tun_fd.get(), link.get());
   tun_fd.reset();
   link.reset();
-  if (!spec.netns_path.empty()) _exit(0);
+  if (!command_mode) _exit(0);
 
   char go = 0;
   ssize_t n;
@@ -317,7 +380,8 @@ std::string search_path(const std::string& name) {
   while (n < 0 && errno == EINTR);
   if (n != 1 || go != 'G') _exit(1);  // wg-run failed after the hand-off (and said why)
   ::close(control);
-  exec_command(spec, parent);
+  drop_capabilities();
+  run_init(spec);
 }
 
 }  // namespace
@@ -326,16 +390,24 @@ Child spawn(const SandboxSpec& spec) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
+  // COMMAND mode: the child is made in a new user namespace (which owns the PID
+  // namespace) and a new PID namespace, as its init. A raw clone without a stack returns
+  // in the child as fork does.
+  const unsigned long flags = spec.netns_path.empty() ? CLONE_NEWUSER | CLONE_NEWPID : 0;
+  const uid_t uid = ::geteuid();  // the child's own are unmapped until it maps them
+  const gid_t gid = ::getegid();
+  const pid_t pid =
+      flags ? static_cast<pid_t>(::syscall(SYS_clone, flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr)) : ::fork();
   if (pid < 0) {
+    const int err = errno;
     ::close(sv[0]);
     ::close(sv[1]);
-    throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+    if (flags) throw std::runtime_error(userns_failure("create a user namespace", err));
+    throw std::runtime_error(fmt::format("fork: {}", std::strerror(err)));
   }
   if (pid == 0) {
     ::close(sv[0]);
-    child_main(spec, sv[1], parent);
+    child_main(spec, sv[1], uid, gid);
   }
   ::close(sv[1]);
   return Child{pid, wg::UniqueFd(sv[0])};
