@@ -4,8 +4,9 @@
 //      namespaces (or, with --netns, the given one and the user namespace owning it)
 //   2. network: lo up; the TUN (tunlinux::Tun::create: IFF_VNET_HDR, offloads, MTU,
 //      queue length); its addresses, the link up, a default route per family
-//   3. COMMAND mode only, the host hidden: a fresh /proc and /sys; resolv.conf and the
-//      name-service sockets covered; unprivileged ping allowed for the user's group
+//   3. COMMAND mode only, the host hidden: a fresh /proc and /sys; unless host sockets
+//      are shared, fresh /tmp and /run; resolv.conf and the name-service sockets
+//      covered; unprivileged ping allowed for the user's group
 //   4. the TUN and an rtnetlink socket of the namespace handed out; wait for 'G'
 //   5. capabilities dropped; COMMAND forked and executed with the signal mask restored;
 //      the child stays its init: passes signals on, reaps, exits with COMMAND's status
@@ -154,6 +155,40 @@ void build_network(const SandboxSpec& spec, std::unique_ptr<tunlinux::Tun>& tun)
 
 // --- 3. the host hidden ---
 
+// Directories whose host content holds daemons' Unix sockets (X11, the session bus,
+// audio, container runtimes, proxies): each replaced by an empty tmpfs.
+struct PrivateDir {
+  const char* path;
+  const char* options;
+};
+constexpr PrivateDir kPrivateDirs[] = {
+    {"/tmp", "mode=1777"},
+    {"/run", "mode=0755"},  // /var/run is a link to it
+};
+
+// `path` is `dir` or below it.
+bool is_under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
+// The private directory that holds `path` (a real path), or nullptr.
+const char* private_dir_of(const std::string& path) {
+  for (const auto& d : kPrivateDirs)
+    if (is_under(path, d.path)) return d.path;
+  return nullptr;
+}
+
+// Makes the directory `path` with `mode` and those above it that are missing with 0755
+// (umask aside).
+void make_dirs(const std::string& path, mode_t mode) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string dir = path.substr(0, slash);
+    const mode_t m = slash == std::string::npos ? mode : 0755;
+    if (::mkdir(dir.c_str(), m) == 0) (void)::chmod(dir.c_str(), m);
+    if (slash == std::string::npos) return;
+  }
+}
+
 // The network namespace's sysfs (its interfaces only) and the PID namespace's proc (its
 // processes only, and their network: this namespace's).
 void mount_proc_and_sys() {
@@ -162,6 +197,33 @@ void mount_proc_and_sys() {
     die(fmt::format("cannot mount a /proc of the PID namespace: {}", std::strerror(errno)));
   if (::mount("sysfs", "/sys", "sysfs", kFlags, nullptr) < 0)
     die(fmt::format("cannot mount a /sys of the network namespace: {}", std::strerror(errno)));
+}
+
+// Fresh /tmp and /run: the host's sockets there cannot be reached. Kept, empty: the
+// user's runtime directory, /run/lock, the file /etc/resolv.conf links to (filled by
+// set_up_names), and TMPDIR and XDG_RUNTIME_DIR when they are below them.
+void hide_host_sockets() {
+  // A working directory below them would stay the host's, its sockets reachable by
+  // relative paths (and by ".." from one that was removed).
+  char cwd[PATH_MAX];
+  if (!::getcwd(cwd, sizeof cwd)) die(fmt::format("cannot tell the working directory: {}", std::strerror(errno)));
+  if (const char* dir = private_dir_of(cwd))
+    die(fmt::format("the working directory {} is under {}, which is private inside: start wg-run elsewhere, or "
+                    "give --share-host-sockets",
+                    cwd, dir));
+  char real[PATH_MAX];
+  const std::string resolv = ::realpath("/etc/resolv.conf", real) ? real : "";
+  for (const auto& d : kPrivateDirs)
+    if (::mount("tmpfs", d.path, "tmpfs", MS_NOSUID | MS_NODEV, d.options) < 0)
+      die(fmt::format("cannot mount a fresh {}: {}", d.path, std::strerror(errno)));
+  make_dirs("/run/lock", 01777);
+  make_dirs(fmt::format("/run/user/{}", ::geteuid()), 0700);
+  for (const char* name : {"TMPDIR", "XDG_RUNTIME_DIR"})
+    if (const char* dir = std::getenv(name); dir && *dir == '/' && private_dir_of(dir)) make_dirs(dir, 0700);
+  if (!resolv.empty() && private_dir_of(resolv)) {
+    make_dirs(resolv.substr(0, resolv.rfind('/')), 0755);
+    if (const int fd = ::open(resolv.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); fd >= 0) ::close(fd);
+  }
 }
 
 // --- names and ping ---
@@ -193,7 +255,8 @@ int bind_over(const std::string& file, const char* target) {
 }
 
 void set_up_names(const SandboxSpec& spec) {
-  const char* tmpdir = std::getenv("TMPDIR");
+  // With a fresh /tmp, the file is written there, inside.
+  const char* tmpdir = spec.share_host_sockets ? std::getenv("TMPDIR") : nullptr;
   std::string path = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/wg-run-resolv.XXXXXX";
   const int fd = ::mkstemp(path.data());
   if (fd < 0) die(fmt::format("cannot write a resolv.conf in {}: {}", path, std::strerror(errno)));
@@ -359,6 +422,7 @@ int exit_status(int status) {
   build_network(spec, tun);
   if (command_mode) {
     mount_proc_and_sys();
+    if (!spec.share_host_sockets) hide_host_sockets();
     set_up_names(spec);
     allow_ping();
   }

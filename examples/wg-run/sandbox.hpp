@@ -1,6 +1,7 @@
 // The child side of wg-run: a process that makes (or enters) the namespaces, builds the
 // network there (lo, one TUN with its addresses and default routes, resolv.conf), hides
-// the host (fresh /proc and /sys), hands the TUN out, and then stays as the PID namespace's init while COMMAND runs with
+// the host (fresh /proc and /sys, and /tmp and /run unless host sockets are shared),
+// hands the TUN out, and then stays as the PID namespace's init while COMMAND runs with
 // no capabilities.
 //
 //   wg-run (user's namespaces)                      child: init of new user, PID, net, mount ns
@@ -9,7 +10,7 @@
 //                                                   unshare NET|NS; mounts private
 //                                                   lo up; TUN (IFF_VNET_HDR, offloads)
 //                                                   addresses, link up, default routes
-//                                                   /proc, /sys; resolv.conf
+//                                                   /proc, /sys; /tmp, /run; resolv.conf
 //   receive_devices() <──── 'T' + [TUN, rtnetlink] ─┘
 //   Tun::from_fd, LinuxBind, wg::Device, UAPI
 //   release() ──────────────── 'G' ───────────────> capabilities dropped; fork: PID 2
@@ -44,6 +45,7 @@ struct SandboxSpec {
   std::vector<std::string> dns_search;
   std::vector<std::string> command;
   std::string netns_path;                 // --netns: enter this namespace, no COMMAND
+  bool share_host_sockets = false;        // keep the host's /tmp and /run (COMMAND mode)
   sigset_t restore_mask;                  // the signal mask COMMAND starts with
   bool restore_sigpipe_default = true;    // SIGPIPE back to SIG_DFL (the parent ignores it)
 };

@@ -7,6 +7,9 @@
 #     WireGuard as "no route", none leaves), the uid is the user's;
 #   - the host hidden: /sys/class/net lists lo and the TUN only, /proc/*/net shows no
 #     host address, /proc only COMMAND's own processes (a host process is not there);
+#     a host socket under /tmp and one under /run unreachable by default and reachable
+#     with --share-host-sockets; stand-in nscd and varlink sockets unreachable either way
+#     while getent resolves through DNS=; a working directory under /tmp refused;
 #   - DNS: DNS= resolves through the tunnel; the system's resolver (here one that would
 #     answer, on B's underlay address) never sees a query, with or without DNS=;
 #   - exit status and signals: COMMAND's status, 128+N, SIGTERM passed on (143), SIGHUP
@@ -30,6 +33,7 @@
 # /etc/netns/$NS_A/resolv.conf names 198.18.0.2: `ip netns exec` mounts it over
 # /etc/resolv.conf for everything run in A, so A's system resolver would answer.
 # /dev/net/tun is made 0666 for the run (as Debian ships it) and its mode restored.
+# The user's files live under /var/tmp: COMMAND's /tmp is a fresh one.
 #
 # Usage: wg_run_test.sh BIN_DIR   (exit 77 = skipped)
 WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
@@ -42,13 +46,13 @@ done
 [ -x "$WGNET_BIN/wg-run" ] || { echo "no wg-run in $WGNET_BIN"; exit 1; }
 RESPONDER="$(cd "$(dirname "$0")/../.." && pwd)/scripts/dns_responder.py"
 PY=/usr/bin/python3  # a system Python the unprivileged user can run too
-USER_DIR="$TMP/user" # the user's files: configs, logs, sockets
+USER_DIR=$(mktemp -d /var/tmp/wgnet-wgrun.XXXXXX) # the user's files: configs, logs, sockets
 ETC_NETNS="/etc/netns/$NS_A"
 TUN_MODE=$(stat -c %a /dev/net/tun 2>/dev/null)
 
 run_cleanup() {
   [ -n "$TUN_MODE" ] && chmod "$TUN_MODE" /dev/net/tun
-  rm -rf "$ETC_NETNS"
+  rm -rf "$ETC_NETNS" "$USER_DIR"
   cleanup
 }
 trap run_cleanup EXIT
@@ -259,6 +263,114 @@ check "/proc inside lists COMMAND's own processes only (wg-run's init and sh: $(
 kill "$HOST_SLEEP"
 wait "$HOST_SLEEP" 2>/dev/null
 forget_pid "$HOST_SLEEP"
+
+# Unix sockets of the host: a daemon's under /tmp and under /run, and stand-ins for nscd
+# and systemd-resolved's varlink socket at their real paths. They live in a mount
+# namespace of the test's own, whose /run is a tmpfs (the host's /run is not touched).
+# The listener logs "PATH inside|outside COMM" per connection: inside when the peer is in
+# another user namespace than the listener's (setpriv and wg-run itself look names up
+# through nscd too, from outside).
+cat >"$TMP/listen.py" <<'PY'
+import os, selectors, socket, struct, sys, time
+log = open(sys.argv[1], "a", buffering=1)
+sel = selectors.DefaultSelector()
+for path in sys.argv[2:]:
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    os.chmod(path, 0o666)
+    s.listen(16)
+    sel.register(s, selectors.EVENT_READ, path)
+deadline = time.monotonic() + 90
+while time.monotonic() < deadline:
+    for key, _ in sel.select(1):
+        c, _ = key.fileobj.accept()
+        pid = struct.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+        try:
+            where = "outside" if os.readlink(f"/proc/{pid}/ns/user") == os.readlink("/proc/self/ns/user") else "inside"
+            comm = open(f"/proc/{pid}/comm").read().strip()
+        except OSError:
+            where, comm = "gone", "?"
+        log.write(f"{key.data} {where} {comm}\n")
+        c.sendall(b"host\n")
+        c.close()
+PY
+cat >"$USER_DIR/probe.py" <<'PY'
+import socket, sys
+for path in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(3)
+    try:
+        s.connect(path)
+        print(path, s.recv(16).decode().strip() or "closed")
+    except OSError as e:
+        print(path, "unreachable:", e.strerror)
+PY
+chmod 0644 "$USER_DIR/probe.py"
+HOST_TMP_SOCK="$TMP/host.sock"
+NSCD=/run/nscd/socket
+VARLINK=/run/systemd/resolve/io.systemd.Resolve
+DAEMON=/run/wgnet-daemon.sock
+cat >"$TMP/standins.sh" <<SH
+# standins.sh CMD...: CMD (its status) in a mount namespace whose /run is a tmpfs that
+# holds the stand-in sockets; the listener logs each connection to \$TMP/standins.log.
+mount -t tmpfs -o mode=0755 wgnet-run /run || exit 99
+mkdir -p /run/nscd /run/systemd/resolve
+rm -f "$HOST_TMP_SOCK"
+python3 "$TMP/listen.py" "$TMP/standins.log" $NSCD $VARLINK $DAEMON "$HOST_TMP_SOCK" &
+sp=\$!
+i=0
+while [ \$i -lt 50 ] && ! [ -S "$HOST_TMP_SOCK" ]; do sleep 0.1; i=\$((i + 1)); done
+"\$@"
+rc=\$?
+kill \$sp
+wait \$sp 2>/dev/null
+rm -f "$HOST_TMP_SOCK"
+exit \$rc
+SH
+# with_standins CMD...: CMD as the user beside the stand-ins, stdout kept.
+with_standins() {
+  open_tun
+  : >"$TMP/standins.log"
+  ip netns exec "$NS_A" unshare --mount --propagation private sh "$TMP/standins.sh" \
+    setpriv --reuid=nobody --regid=nogroup --clear-groups timeout -k 5 60 "$@" 2>>"$TMP/inside.log"
+}
+PROBE=("$PY" "$USER_DIR/probe.py" "$HOST_TMP_SOCK" "$DAEMON" "$NSCD" "$VARLINK")
+out=$(with_standins "${PROBE[@]}")
+log "  outside wg-run: $(tr '\n' ';' <<<"$out")"
+check "sanity: outside wg-run, the four sockets answer" [ "$(grep -c ' host$' <<<"$out")" = 4 ]
+out=$(with_standins getent ahostsv4 wgrun.test)
+check "sanity: outside wg-run, getent asks the stand-in nscd" grep -qx "$NSCD outside getent" "$TMP/standins.log"
+no_standin_contacted() { ! grep -q -e "^$NSCD inside" -e "^$VARLINK inside" "$TMP/standins.log"; }
+for mode in default --share-host-sockets; do
+  flag=()
+  [ "$mode" = default ] || flag=("$mode")
+  got="$TMP/probe$mode.out"
+  with_standins "$WGNET_BIN/wg-run" -c "$USER_DIR/wg0.conf" "${flag[@]}" -- sh -c \
+    'getent ahostsv4 wgrun.test | awk "{print \"getent \" \$1; exit}"; "$@"' sh "${PROBE[@]}" >"$got"
+  log "  $mode: $(tr '\n' ';' <"$got")"
+  check "$mode: getent resolves wgrun.test through DNS= in the tunnel" grep -qx "getent 198.19.0.2" "$got"
+  check "$mode: the stand-in nscd socket is unreachable inside" grep -qx "$NSCD unreachable:.*" "$got"
+  check "$mode: the stand-in varlink socket is unreachable inside" grep -qx "$VARLINK unreachable:.*" "$got"
+  check "$mode: the stand-ins saw no connection from inside ($(sort -u "$TMP/standins.log" | tr '\n' ';'))" \
+    no_standin_contacted
+  if [ "$mode" = default ]; then
+    check "default: a host socket under /tmp is unreachable inside" grep -qx "$HOST_TMP_SOCK unreachable:.*" "$got"
+    check "default: a host daemon's socket under /run is unreachable inside" grep -qx "$DAEMON unreachable:.*" "$got"
+  else
+    check "--share-host-sockets: the host socket under /tmp answers inside" grep -qx "$HOST_TMP_SOCK host" "$got"
+    check "--share-host-sockets: the host daemon's socket under /run answers inside" grep -qx "$DAEMON host" "$got"
+  fi
+done
+# /tmp inside is a fresh one; a working directory under it is refused (relative paths
+# would reach the host's /tmp).
+mkdir -p "$TMP/cwd" && chmod 0755 "$TMP/cwd"
+out=$(inside sh -c 'ls -A /tmp | wc -l')
+check "/tmp inside is empty (got $out entries)" [ "$out" = 0 ]
+expect_error "a working directory under /tmp is refused, with its fix" \
+  "wg-run: the working directory $TMP/cwd is under /tmp, which is private inside: start wg-run elsewhere, or give --share-host-sockets" \
+  sh -c "cd '$TMP/cwd' && exec ip netns exec '$NS_A' setpriv --reuid=nobody --regid=nogroup --clear-groups '$WGNET_BIN/wg-run' -c '$USER_DIR/wg0.conf' -- true"
+out=$(cd "$TMP/cwd" && wg_run "$USER_DIR/wg0.conf" --share-host-sockets -- pwd 2>>"$TMP/inside.log")
+check "... and kept with --share-host-sockets (got: $out)" [ "$out" = "$TMP/cwd" ]
 
 log "--- DNS ---"
 check "sanity: A's system resolver answers (getent outside wg-run)" \
