@@ -361,6 +361,33 @@ for mode in default --share-host-sockets; do
     check "--share-host-sockets: the host daemon's socket under /run answers inside" grep -qx "$DAEMON host" "$got"
   fi
 done
+# /etc/resolv.conf a link to systemd-resolved's stub file in /run (as Debian and Ubuntu
+# with systemd-resolved have it), naming A's system resolver, which answers wgrun.test
+# with 198.18.0.2: DNS= is used inside in both modes. An overlay on /etc and a /run of
+# the test's own mount namespace; the host's are not touched.
+mkdir -p "$TMP/etc-upper" "$TMP/etc-work"
+ln -s ../run/systemd/resolve/stub-resolv.conf "$TMP/etc-upper/resolv.conf"
+cat >"$TMP/stub_resolv.sh" <<SH
+# stub_resolv.sh CMD...: CMD (its status) with /etc/resolv.conf linked into /run.
+mount -t overlay wgnet-etc -o lowerdir=/etc,upperdir=$TMP/etc-upper,workdir=$TMP/etc-work /etc || exit 99
+mount -t tmpfs -o mode=0755 wgnet-run /run || exit 99
+mkdir -p /run/systemd/resolve
+echo "nameserver 198.18.0.2" >/run/systemd/resolve/stub-resolv.conf
+"\$@"
+SH
+with_stub_resolv() {
+  open_tun
+  ip netns exec "$NS_A" unshare --mount --propagation private sh "$TMP/stub_resolv.sh" \
+    setpriv --reuid=nobody --regid=nogroup --clear-groups timeout -k 5 60 "$@" 2>>"$TMP/inside.log"
+}
+out=$(with_stub_resolv getent ahostsv4 wgrun.test | awk '{print $1; exit}')
+check "sanity: with resolv.conf linked into /run, wgrun.test resolves outside wg-run to 198.18.0.2 (got $out)" \
+  [ "$out" = 198.18.0.2 ]
+for flag in "" --share-host-sockets; do
+  out=$(with_stub_resolv "$WGNET_BIN/wg-run" -c "$USER_DIR/wg0.conf" ${flag:+"$flag"} -- getent ahostsv4 wgrun.test |
+    awk '{print $1; exit}')
+  check "${flag:-default}: resolv.conf linked into /run, DNS= is used inside (wgrun.test: $out)" [ "$out" = 198.19.0.2 ]
+done
 # /tmp inside is a fresh one; a working directory under it is refused (relative paths
 # would reach the host's /tmp).
 mkdir -p "$TMP/cwd" && chmod 0755 "$TMP/cwd"
