@@ -1,7 +1,8 @@
 // wg-run: one program's whole network through WireGuard, without root. COMMAND runs in
 // new user, PID, network and mount namespaces whose only interface besides lo is a TUN
-// made there; wg-run runs the WireGuard core over that TUN and a UDP socket of the user's own
-// namespace, then exits with COMMAND's status (sandbox.hpp draws the two processes).
+// made there; wg-run runs the WireGuard core over that TUN and a UDP socket of the
+// user's own namespace, then exits with COMMAND's status (sandbox.hpp draws the
+// processes).
 //
 //   wg-run -c wg0.conf [options] -- COMMAND [ARGS...]
 //   wg-run -c wg0.conf [options] --netns PATH        (serve a namespace someone else made)
