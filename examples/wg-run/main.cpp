@@ -1,7 +1,8 @@
 // wg-run: one program's whole network through WireGuard, without root. COMMAND runs in
-// new user, network and mount namespaces whose only interface besides lo is a TUN made
-// there; wg-run runs the WireGuard core over that TUN and a UDP socket of the user's own
-// namespace, then exits with COMMAND's status (sandbox.hpp draws the two processes).
+// new user, PID, network and mount namespaces whose only interface besides lo is a TUN
+// made there; wg-run runs the WireGuard core over that TUN and a UDP socket of the
+// user's own namespace, then exits with COMMAND's status (sandbox.hpp draws the
+// processes).
 //
 //   wg-run -c wg0.conf [options] -- COMMAND [ARGS...]
 //   wg-run -c wg0.conf [options] --netns PATH        (serve a namespace someone else made)
@@ -89,6 +90,7 @@ int reap(pid_t pid) {
 struct Options {
   std::string config_path, netns, interface, uapi_path, health;
   std::vector<std::string> command;
+  bool share_host_sockets = false;
   programs::OffloadOptions offloads;
 };
 
@@ -135,6 +137,7 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   spec.dns_search = cfg.iface.dns_search;
   spec.command = o.command;
   spec.netns_path = o.netns;
+  spec.share_host_sockets = o.share_host_sockets;
   spec.restore_mask = signals.original_mask();
   spec.restore_sigpipe_default = signals.sigpipe_was_default();
   wgrun::Child child = wgrun::spawn(spec);
@@ -297,6 +300,9 @@ int main(int argc, char** argv) {
       ->type_name("PATH");
   app.add_option("--health", o.health, "serve /readyz and /metrics on this address (in the user's own namespace)")
       ->type_name("ADDR:PORT");
+  app.add_flag("--share-host-sockets", o.share_host_sockets,
+               "keep the host's /tmp and /run inside, with the Unix sockets there (X11, audio, the session bus, "
+               "proxies): each is a way around the tunnel; by default COMMAND gets empty ones");
   app.add_flag("-v,--verbose", verbose, "also log the WireGuard core's events (handshakes) and details");
   app.add_flag("-q,--quiet", quiet, "log only the errors that stop wg-run");
   std::vector<bool> disabled(std::size(programs::kOffloadSwitches));
@@ -305,12 +311,15 @@ int main(int argc, char** argv) {
     app.add_flag_callback(s.flag, [i, &disabled] { disabled[i] = true; }, std::string("turn off ") + s.what);
   }
   app.footer(
-      "COMMAND runs in new user, network and mount namespaces as the same user, with lo and the TUN as its\n"
-      "only interfaces; /etc/resolv.conf there names the config's DNS= servers. wg-run exits with COMMAND's\n"
-      "status (128+N when a signal N ended it; 127: no such command, 126: it cannot be run; 1: wg-run failed).\n"
+      "COMMAND runs in new user, PID, network and mount namespaces as the same user, with lo and the TUN as\n"
+      "its only interfaces, its own /proc and /sys, and (without --share-host-sockets) empty /tmp and /run;\n"
+      "/etc/resolv.conf there names the config's DNS= servers. wg-run exits with COMMAND's status (128+N\n"
+      "when a signal N ended it; 127: no such command, 126: it cannot be run; 1: wg-run failed); processes\n"
+      "COMMAND leaves running end with it.\n"
       "\n"
       "Environment:\n"
-      "  TMPDIR              where the namespace's resolv.conf is written before it is mounted (default /tmp)\n"
+      "  TMPDIR              with --share-host-sockets, where the namespace's resolv.conf is written before it\n"
+      "                      is mounted (default /tmp)\n"
       "  WG_TUN_DISABLE_TSO  set to anything but \"\" or \"0\": the same as --disable-tso\n"
       "  WG_TUN_DISABLE_USO  the same as --disable-uso\n"
       "  WG_TUN_DISABLE_GRO  the same as --disable-tun-gro\n"
@@ -338,6 +347,7 @@ int main(int argc, char** argv) {
   o.command = std::move(command);
   if (o.command.empty() && o.netns.empty()) usage_error("no COMMAND: wg-run -c FILE -- COMMAND [ARGS...]");
   if (!o.command.empty() && !o.netns.empty()) usage_error("--netns serves a namespace and runs no COMMAND");
+  if (o.share_host_sockets && !o.netns.empty()) usage_error("--share-host-sockets is for COMMAND, not --netns");
   o.offloads = programs::offloads_from_environment();
   for (size_t i = 0; i < disabled.size(); ++i)
     if (disabled[i]) programs::turn_off(programs::kOffloadSwitches[i], o.offloads);

@@ -1,17 +1,21 @@
 // The child of wg-run, in the order it runs (see the drawing in sandbox.hpp):
-//   1. namespaces: a new user namespace mapping the user to itself, then new network and
-//      mount namespaces (or, with --netns, the given one and the user namespace owning it)
+//   1. namespaces: made with the child, a new user namespace mapping the user to itself
+//      and a PID namespace whose init the child is, then new network and mount
+//      namespaces (or, with --netns, the given one and the user namespace owning it)
 //   2. network: lo up; the TUN (tunlinux::Tun::create: IFF_VNET_HDR, offloads, MTU,
 //      queue length); its addresses, the link up, a default route per family
-//   3. COMMAND mode only: resolv.conf and the name-service sockets covered, unprivileged
-//      ping allowed for the user's group
+//   3. COMMAND mode only, the host hidden: a fresh /proc and /sys; unless host sockets
+//      are shared, fresh /tmp and /run; resolv.conf and the name-service sockets
+//      covered; unprivileged ping allowed for the user's group
 //   4. the TUN and an rtnetlink socket of the namespace handed out; wait for 'G'
-//   5. capabilities dropped, the signal mask restored, COMMAND executed
+//   5. capabilities dropped; COMMAND forked and executed with the signal mask restored;
+//      the child stays its init: passes signals on, reaps, exits with COMMAND's status
 #include "sandbox.hpp"
 
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/nsfs.h>
+#include <linux/securebits.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,10 +73,9 @@ int write_file(const char* path, const std::string& text) {
 
 // --- 1. namespaces ---
 
-void make_namespaces() {
-  const uid_t uid = ::geteuid();
-  const gid_t gid = ::getegid();
-  if (::unshare(CLONE_NEWUSER) < 0) die(userns_failure("create a user namespace", errno));
+// The child is made in new user and PID namespaces (spawn); the user (uid and gid
+// outside) mapped to itself there, then new network and mount namespaces.
+void make_namespaces(uid_t uid, gid_t gid) {
   // The user mapped to itself (files keep their owners, `id` shows the same user). A
   // gid_map written without CAP_SETGID outside needs setgroups denied first.
   if (int err = write_file("/proc/self/setgroups", "deny"); err && err != ENOENT)
@@ -149,7 +153,80 @@ void build_network(const SandboxSpec& spec, std::unique_ptr<tunlinux::Tun>& tun)
   }
 }
 
-// --- 3. names and ping ---
+// --- 3. the host hidden ---
+
+// Directories whose host content holds daemons' Unix sockets (X11, the session bus,
+// audio, container runtimes, proxies): each replaced by an empty tmpfs.
+struct PrivateDir {
+  const char* path;
+  const char* options;
+};
+constexpr PrivateDir kPrivateDirs[] = {
+    {"/tmp", "mode=1777"},
+    {"/run", "mode=0755"},  // /var/run is a link to it
+};
+
+// `path` is `dir` or below it.
+bool is_under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
+// The private directory that holds `path` (a real path), or nullptr.
+const char* private_dir_of(const std::string& path) {
+  for (const auto& d : kPrivateDirs)
+    if (is_under(path, d.path)) return d.path;
+  return nullptr;
+}
+
+// Makes the directory `path` with `mode` and those above it that are missing with 0755
+// (umask aside).
+void make_dirs(const std::string& path, mode_t mode) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string dir = path.substr(0, slash);
+    const mode_t m = slash == std::string::npos ? mode : 0755;
+    if (::mkdir(dir.c_str(), m) == 0) (void)::chmod(dir.c_str(), m);
+    if (slash == std::string::npos) return;
+  }
+}
+
+// The network namespace's sysfs (its interfaces only) and the PID namespace's proc (its
+// processes only, and their network: this namespace's).
+void mount_proc_and_sys() {
+  constexpr unsigned long kFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (::mount("proc", "/proc", "proc", kFlags, nullptr) < 0)
+    die(fmt::format("cannot mount a /proc of the PID namespace: {}", std::strerror(errno)));
+  if (::mount("sysfs", "/sys", "sysfs", kFlags, nullptr) < 0)
+    die(fmt::format("cannot mount a /sys of the network namespace: {}", std::strerror(errno)));
+}
+
+// Fresh /tmp and /run: the host's sockets there cannot be reached. Kept, empty: the
+// user's runtime directory, /run/lock, the file /etc/resolv.conf links to (filled by
+// set_up_names), and TMPDIR and XDG_RUNTIME_DIR when they are below them.
+void hide_host_sockets() {
+  // A working directory below them would stay the host's, its sockets reachable by
+  // relative paths (and by ".." from one that was removed).
+  char cwd[PATH_MAX];
+  if (!::getcwd(cwd, sizeof cwd)) die(fmt::format("cannot tell the working directory: {}", std::strerror(errno)));
+  if (const char* dir = private_dir_of(cwd))
+    die(fmt::format("the working directory {} is under {}, which is private inside: start wg-run elsewhere, or "
+                    "give --share-host-sockets",
+                    cwd, dir));
+  char real[PATH_MAX];
+  const std::string resolv = ::realpath("/etc/resolv.conf", real) ? real : "";
+  for (const auto& d : kPrivateDirs)
+    if (::mount("tmpfs", d.path, "tmpfs", MS_NOSUID | MS_NODEV, d.options) < 0)
+      die(fmt::format("cannot mount a fresh {}: {}", d.path, std::strerror(errno)));
+  make_dirs("/run/lock", 01777);
+  make_dirs(fmt::format("/run/user/{}", ::geteuid()), 0700);
+  for (const char* name : {"TMPDIR", "XDG_RUNTIME_DIR"})
+    if (const char* dir = std::getenv(name); dir && *dir == '/' && private_dir_of(dir)) make_dirs(dir, 0700);
+  if (!resolv.empty() && private_dir_of(resolv)) {
+    make_dirs(resolv.substr(0, resolv.rfind('/')), 0755);
+    if (const int fd = ::open(resolv.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); fd >= 0) ::close(fd);
+  }
+}
+
+// --- names and ping ---
 
 std::string resolv_conf(const SandboxSpec& spec) {
   std::string text = "# wg-run: DNS= of the config, reached through the tunnel\n";
@@ -178,7 +255,8 @@ int bind_over(const std::string& file, const char* target) {
 }
 
 void set_up_names(const SandboxSpec& spec) {
-  const char* tmpdir = std::getenv("TMPDIR");
+  // With a fresh /tmp, the file is written there, inside.
+  const char* tmpdir = spec.share_host_sockets ? std::getenv("TMPDIR") : nullptr;
   std::string path = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/wg-run-resolv.XXXXXX";
   const int fd = ::mkstemp(path.data());
   if (fd < 0) die(fmt::format("cannot write a resolv.conf in {}: {}", path, std::strerror(errno)));
@@ -241,7 +319,14 @@ void send_devices(int control, int tun_fd, int link_fd) {
 
 // --- 5. COMMAND ---
 
+// Every set emptied. Nothing COMMAND executes regains CAP_SYS_ADMIN, which could
+// unmount what hides the host: uid 0 gains no capabilities at exec (root's COMMAND would
+// otherwise hold them all in the namespace), and none is granted by a file's
+// capabilities (a program with others, ping's CAP_NET_RAW, still runs).
 void drop_capabilities() {
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0) < 0 ||
+      ::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) < 0)
+    die(fmt::format("cannot keep capabilities from COMMAND: {}", std::strerror(errno)));
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
@@ -271,11 +356,7 @@ std::string search_path(const std::string& name) {
   }
 }
 
-[[noreturn]] void exec_command(const SandboxSpec& spec, pid_t parent) {
-  drop_capabilities();
-  // COMMAND ends with wg-run, whose end takes its network away anyway.
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != parent) _exit(1);
+[[noreturn]] void exec_command(const SandboxSpec& spec) {
   if (spec.restore_sigpipe_default) ::signal(SIGPIPE, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &spec.restore_mask, nullptr);
   std::vector<char*> argv;
@@ -289,13 +370,59 @@ std::string search_path(const std::string& name) {
   die(fmt::format("{}: {}", name, std::strerror(errno)), errno == ENOENT ? 127 : 126);
 }
 
-[[noreturn]] void child_main(const SandboxSpec& spec, int control, pid_t parent) {
-  if (spec.netns_path.empty()) make_namespaces();
-  else enter_netns(spec.netns_path);
+// The exit status a shell would give for a wait status.
+int exit_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+// The PID namespace's init: COMMAND (PID 2) is forked, the signals below that reach
+// init are passed on to it, every process that ends in the namespace is reaped, and
+// COMMAND's end is init's, with COMMAND's status (128+N for signal N). The kernel then
+// kills what is left in the namespace. The signals are blocked (as in wg-run since
+// before spawn): a blocked signal reaches an init even with no handler.
+[[noreturn]] void run_init(const SandboxSpec& spec) {
+  sigset_t waited;
+  ::sigemptyset(&waited);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}) ::sigaddset(&waited, sig);
+  ::sigprocmask(SIG_BLOCK, &waited, nullptr);
+  const pid_t command = ::fork();
+  if (command < 0) die(fmt::format("cannot start COMMAND: {}", std::strerror(errno)));
+  if (command == 0) exec_command(spec);
+  ::close_range(3, ~0U, 0);  // init keeps nothing of wg-run's
+  for (;;) {
+    siginfo_t info{};
+    const int sig = ::sigwaitinfo(&waited, &info);
+    if (sig < 0) continue;
+    if (sig == SIGCHLD) {
+      int status = 0;
+      for (pid_t p; (p = ::waitpid(-1, &status, WNOHANG)) > 0;)
+        if (p == command) _exit(exit_status(status));
+      continue;
+    }
+    // The terminal's own (Ctrl-C, Ctrl-\, hang-up) reached COMMAND already, in the same
+    // process group. SIGTERM never comes from a terminal: with SI_KERNEL it is the
+    // parent-death signal, wg-run gone.
+    if (info.si_code != SI_KERNEL || sig == SIGTERM) ::kill(command, sig);
+  }
+}
+
+[[noreturn]] void child_main(const SandboxSpec& spec, int control, uid_t uid, gid_t gid) {
+  const bool command_mode = spec.netns_path.empty();
+  if (command_mode) {
+    // wg-run gone: COMMAND is told (run_init); before 'G', the control socket says it.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    make_namespaces(uid, gid);
+  } else {
+    enter_netns(spec.netns_path);
+  }
 
   std::unique_ptr<tunlinux::Tun> tun;
   build_network(spec, tun);
-  if (spec.netns_path.empty()) {
+  if (command_mode) {
+    mount_proc_and_sys();
+    if (!spec.share_host_sockets) hide_host_sockets();
     set_up_names(spec);
     allow_ping();
   }
@@ -309,7 +436,7 @@ std::string search_path(const std::string& name) {
   send_devices(control, tun_fd.get(), link.get());
   tun_fd.reset();
   link.reset();
-  if (!spec.netns_path.empty()) _exit(0);
+  if (!command_mode) _exit(0);
 
   char go = 0;
   ssize_t n;
@@ -317,7 +444,8 @@ std::string search_path(const std::string& name) {
   while (n < 0 && errno == EINTR);
   if (n != 1 || go != 'G') _exit(1);  // wg-run failed after the hand-off (and said why)
   ::close(control);
-  exec_command(spec, parent);
+  drop_capabilities();
+  run_init(spec);
 }
 
 }  // namespace
@@ -326,16 +454,24 @@ Child spawn(const SandboxSpec& spec) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
+  // COMMAND mode: the child is made in a new user namespace (which owns the PID
+  // namespace) and a new PID namespace, as its init. A raw clone without a stack returns
+  // in the child as fork does.
+  const unsigned long flags = spec.netns_path.empty() ? CLONE_NEWUSER | CLONE_NEWPID : 0;
+  const uid_t uid = ::geteuid();  // the child's own are unmapped until it maps them
+  const gid_t gid = ::getegid();
+  const pid_t pid =
+      flags ? static_cast<pid_t>(::syscall(SYS_clone, flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr)) : ::fork();
   if (pid < 0) {
+    const int err = errno;
     ::close(sv[0]);
     ::close(sv[1]);
-    throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+    if (flags) throw std::runtime_error(userns_failure("create a user namespace", err));
+    throw std::runtime_error(fmt::format("fork: {}", std::strerror(err)));
   }
   if (pid == 0) {
     ::close(sv[0]);
-    child_main(spec, sv[1], parent);
+    child_main(spec, sv[1], uid, gid);
   }
   ::close(sv[1]);
   return Child{pid, wg::UniqueFd(sv[0])};
