@@ -162,6 +162,9 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
     reaper.pid = -1;
     reap(child.pid);
   }
+  // Only now: the child, a fork of ours, wrote its own uid_map, which a non-dumpable
+  // process's /proc files (root's) would not have let it.
+  programs::make_undumpable();
 
   // --- the WireGuard core over the TUN, in the user's own network namespace ---
   std::error_code ec;

@@ -4,9 +4,10 @@
 #     capability once up, in every thread: CapEff, CapPrm, CapInh, CapAmb and CapBnd 0;
 #     with a listener below 1024 it keeps CAP_NET_BIND_SERVICE alone, and that listener
 #     answers; with --user nobody it runs as nobody with none.
-#   - every daemon is non-dumpable: as nobody, wg-netstack --user nobody's
+#   - every program is non-dumpable: as nobody, wg-netstack --user nobody's
 #     /proc/PID/environ and /proc/PID/mem cannot be read by another nobody process
-#     (they belong to root), nor wg-tun --user nobody's.
+#     (they belong to root), nor wg-tun --user nobody's, nor those of wg-run run by
+#     nobody (its outer process, once the TUN is handed over).
 #
 #   namespace $NS_A: wg-netstack --interface $WG_N (UDP 51820, SOCKS5 127.0.0.1:1080),
 #   wg-tun $WG_A. Nothing is sent anywhere.
@@ -58,6 +59,10 @@ stop_n() {
   wait "$NPID"
   forget_pid "$NPID"
 }
+# uid_is PID UID: the process runs as UID (read at each call, for `eventually`).
+uid_is() { test "$(awk '/^Uid:/ {print $2}' /proc/"$1"/status 2>/dev/null)" = "$2"; }
+# threaded PID: the process has started a second thread.
+threaded() { test "$(ls /proc/"$1"/task 2>/dev/null | wc -l)" -gt 1; }
 # as_nobody_reads FILE: a process of nobody's can read FILE.
 as_nobody_reads() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups head -c 1 "$1" >/dev/null 2>&1; }
 
@@ -76,7 +81,7 @@ check "stops cleanly" stop_n
 
 log "=== wg-netstack --user nobody ==="
 check "wg-netstack up as nobody" start_n nobody --user nobody
-check "runs as nobody" test "$(awk '/^Uid:/ {print $2}' /proc/"$NPID"/status)" = "$(id -u nobody)"
+check "runs as nobody" uid_is "$NPID" "$(id -u nobody)"
 check "no capability in any thread" caps_are 0000000000000000 "$NPID"
 check "non-dumpable: its environ is root's, not nobody's" test "$(stat -c %U /proc/"$NPID"/environ)" = root
 check "another nobody process cannot read its environ" eval '! as_nobody_reads /proc/$NPID/environ'
@@ -89,8 +94,18 @@ TPID=$!
 PIDS+=("$TPID")
 check "wg-tun up" eventually 100 test -S "/var/run/wireguard/$WG_A.sock"
 # -f --user re-executes in place: the PID stays, the user changes once up.
-check "wg-tun runs as nobody" eventually 100 \
-  test "$(awk '/^Uid:/ {print $2}' /proc/"$TPID"/status 2>/dev/null)" = "$(id -u nobody)"
+check "wg-tun runs as nobody" eventually 100 uid_is "$TPID" "$(id -u nobody)"
 check "non-dumpable: its environ is root's" test "$(stat -c %U /proc/"$TPID"/environ)" = root
 check "another nobody process cannot read its environ" eval '! as_nobody_reads /proc/$TPID/environ'
+log "=== wg-run as nobody ==="
+# (From /: a working directory under /tmp is private to COMMAND, and refused.)
+(cd / && exec setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+  "$WGNET_BIN/wg-run" -c "$TMP/conf/n.conf" -- sleep 60) >"$TMP/wgrun.log" 2>&1 &
+RPID=$!
+PIDS+=("$RPID")
+# The outer process once the TUN is handed over: its Tun's event thread runs.
+check "wg-run up" eventually 100 threaded "$RPID"
+check "wg-run runs as nobody" uid_is "$RPID" "$(id -u nobody)"
+check "non-dumpable: its environ is root's" test "$(stat -c %U /proc/"$RPID"/environ)" = root
+check "another nobody process cannot read its memory" eval '! as_nobody_reads /proc/$RPID/mem'
 finish "privileges"
