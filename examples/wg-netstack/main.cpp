@@ -93,8 +93,8 @@ void reload(wg::Device& device, const std::string& path, bool sandboxed) {
   if (r.ok) {
     wg::log::event("{}", r.message);
   } else if (sandboxed && r.message.find(std::strerror(EACCES)) != std::string::npos) {
-    wg::log::error("{} (the sandbox lets wg-netstack read only files beneath the directories of the files it "
-                   "started with: restart it to take new ones, or run it with --no-sandbox)",
+    wg::log::error("{} (the sandbox lets wg-netstack read only the files it started with, edited in place: "
+                   "restart it to take a new or renamed file, or run it with --no-sandbox)",
                    r.message);
   } else {
     wg::log::error("{}", r.message);
@@ -102,12 +102,13 @@ void reload(wg::Device& device, const std::string& path, bool sandboxed) {
 }
 
 // After the config is read and before any thread starts: the files wg-netstack may still
-// use (its config files' directories, for SIGHUP; the system resolver's, for endpoint
-// names; removing its UAPI socket), then the rest of the file system is out of reach.
+// use (its config files themselves, for SIGHUP, never their directories, which may hold
+// other daemons' keys; the system resolver's, for endpoint names; removing its UAPI
+// socket), then the rest of the file system is out of reach.
 void confine_files(const std::string& config_path, const ProxyConfig& pc, const std::string& uapi_path) {
   programs::FileRules rules;
   for (auto& f : {config_path, pc.wg_config_path})
-    if (!f.empty()) rules.read_beneath.push_back(std::filesystem::absolute(f).parent_path().string());
+    if (!f.empty()) rules.read_files.push_back(std::filesystem::absolute(f).string());
   programs::add_resolver_files(rules);
   if (!uapi_path.empty()) rules.remove_in.push_back(std::filesystem::absolute(uapi_path).parent_path().string());
   // What libraries would otherwise open later: OpenSSL's configuration.

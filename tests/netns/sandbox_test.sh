@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The daemons confined as they run in production, read from /proc and shown to act:
 #   - wg-netstack (sandbox on by default): Seccomp 2 and NoNewPrivs 1 in /proc/PID/status,
-#     traffic through SOCKS5, `wg show` over its UAPI; a SIGHUP whose config names a
-#     WGConfig beside the first one is applied, one whose WGConfig lies in another
-#     directory fails with the sandbox's reason and changes nothing while traffic goes
-#     on; SIGTERM still removes the UAPI socket. With --no-sandbox the same reload is
+#     traffic through SOCKS5, `wg show` over its UAPI; a SIGHUP after its WGConfig was
+#     edited in place is applied, one whose config names another WGConfig (beside the
+#     first, or in another directory) fails with the sandbox's reason and changes
+#     nothing while traffic goes on; SIGTERM still removes the UAPI socket. With --no-sandbox the same reload is
 #     applied; on a kernel without Landlock (tests/support/no_landlock.cpp) it says it
 #     could not confine its files and works, its system calls still filtered.
 #   - wg-tun --user nobody: uid and gid nobody's, CapEff exactly CAP_NET_ADMIN and
@@ -101,9 +101,14 @@ check "traffic through SOCKS5, sha256 intact" eventually 50 fetch_ok
 check "wg show over the UAPI: one peer" peers_are 1
 
 log "--- SIGHUP under the sandbox ---"
+wg_conf "$TMP/conf/wg.conf" yes  # (rewritten in place: the same file)
+kill -HUP "$NETSTACK_PID"
+check "its WGConfig edited in place is applied: two peers" eventually 50 peers_are 2
 main_conf "$TMP/conf/wg2.conf"
 kill -HUP "$NETSTACK_PID"
-check "a WGConfig beside the first one is applied: two peers" eventually 50 peers_are 2
+check "a WGConfig beside the first one (another instance's): the sandbox's reason is logged" \
+  eventually 50 grep -q "reload: .*conf/wg2.conf: cannot open: Permission denied; nothing changed (the sandbox" \
+  "$TMP/sandboxed.log"
 main_conf "$TMP/outside/wg.conf"
 kill -HUP "$NETSTACK_PID"
 check "a WGConfig in another directory: the sandbox's reason is logged" \
@@ -116,6 +121,7 @@ check "SIGTERM: the UAPI socket is removed" test ! -e "$SOCK"
 check "no line of the run says a system call was denied" eval "! grep -q 'not on the allow-list' '$TMP/sandboxed.log'"
 
 log "--- --no-sandbox ---"
+wg_conf "$TMP/conf/wg.conf" no
 main_conf "$TMP/conf/wg.conf"
 start_n unconfined -- --no-sandbox || fail "wg-netstack --no-sandbox did not start"
 check "/proc: Seccomp 0" test "$(status_field "$NETSTACK_PID" Seccomp)" = 0
