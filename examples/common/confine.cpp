@@ -114,6 +114,8 @@ Confinement restrict_files(const FileRules& rules) {
   for (auto& d : rules.read_beneath) add_rule(ruleset.get(), d, kReadFile, handled);
   for (auto& f : rules.read_files) add_rule(ruleset.get(), f, kReadFile, handled);
   for (auto& d : rules.remove_in) add_rule(ruleset.get(), d, kRemoveFile, handled);
+  for (auto& d : rules.devices)
+    add_rule(ruleset.get(), d, kReadFile | LANDLOCK_ACCESS_FS_WRITE_FILE | kFsIoctlDev, handled);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     throw std::runtime_error(std::string("sandbox: no_new_privs: ") + std::strerror(errno));
   if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0)

@@ -18,6 +18,7 @@ struct FileRules {
   std::vector<std::string> read_beneath;  // directories: any file beneath may be read
   std::vector<std::string> read_files;    // single files (their inode) may be read
   std::vector<std::string> remove_in;     // directories: files in them may be removed
+  std::vector<std::string> devices;       // device files: opened read-write, ioctl
 };
 
 // The files of the system resolver (getaddrinfo): resolv.conf (the directory of its

@@ -17,10 +17,12 @@
 //
 // --health ADDR:PORT: /readyz and /metrics (programs::HealthThread, as wg-run's).
 //
-// --user NAME (or WG_TUN_USER): once the interface and the UAPI socket are open, the
-// daemon re-executes itself with them as descriptors and, before its first thread,
-// becomes NAME keeping only CAP_NET_ADMIN and CAP_NET_BIND_SERVICE. Unless --no-sandbox,
-// a system-call allow-list (programs::restrict_syscalls) holds once it is up.
+// Once the interface and the UAPI socket are open, the daemon re-executes itself with
+// them as descriptors and, before its first thread, confines itself: Landlock (no file
+// but /dev/net/tun and removing its UAPI socket; not with --no-sandbox), and only
+// CAP_NET_ADMIN, CAP_NET_BIND_SERVICE and (as root, to follow the interface into another
+// namespace) CAP_SYS_ADMIN; with --user NAME (or WG_TUN_USER) it becomes NAME keeping
+// the first two. Unless --no-sandbox, a system-call allow-list holds once it is up.
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
@@ -151,8 +153,8 @@ struct Passed {
 // Re-executes this program with the TUN and UAPI descriptors as 3 and 4 (and the --health
 // socket, if any, as 5). In the background (fork first; the parent returns 0 once the
 // child wrote to its readiness pipe, descriptor 6 as WG_READY_FD, and passes that on to
-// `ready_fd`, or 1 if the child ended first), or in place (`background` false: for --user
-// in the foreground, so that the new image drops root before its first thread). The new
+// `ready_fd`, or 1 if the child ended first), or in place (`background` false: in the
+// foreground, so that the new image confines itself before its first thread). The new
 // image gets the same flags (after the interface name, so `wg-tun -f NAME` still starts
 // its command line).
 int daemonize(bool background, const std::string& iface, const Passed& passed, int tun_fd, int uapi_fd,
@@ -357,13 +359,35 @@ int main(int argc, char** argv) {
 
   const std::optional<int> inherited_tun = env_fd("WG_TUN_FD");
   const std::optional<int> ready_fd = env_fd("WG_READY_FD");
-  if (inherited_tun && !user.empty()) {
-    // Before the first thread: capabilities belong to a thread, and threads made later
-    // inherit them. The network stays reachable: CAP_NET_ADMIN for fwmark and the TUN,
-    // CAP_NET_BIND_SERVICE for a listen port below 1024 that `wg set` may give at any time.
+  if (!inherited_tun && !user.empty()) {  // before anything is made: a bad name leaves nothing behind
     try {
-      programs::become_user(user, {CAP_NET_ADMIN, CAP_NET_BIND_SERVICE});
-      programs::make_undumpable();  // the change of user reset it
+      programs::find_user(user);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wg-tun: {}\n", e.what());
+      return 1;
+    }
+  }
+  if (inherited_tun) {
+    // Before the first thread: Landlock and capabilities hold for the thread that sets
+    // them and the threads it makes later. Files: none but /dev/net/tun (the queues
+    // beyond the inherited one) and removing the UAPI socket. Capabilities: CAP_NET_ADMIN
+    // for fwmark and the TUN, CAP_NET_BIND_SERVICE for a listen port below 1024 that
+    // `wg set` may give at any time; as root also CAP_SYS_ADMIN, to follow the interface
+    // into another namespace (setns).
+    try {
+      std::optional<programs::User> as;
+      if (!user.empty()) as = programs::find_user(user);  // while /etc/passwd can be read
+      if (!no_sandbox) {
+        programs::FileRules rules;
+        rules.devices.push_back("/dev/net/tun");
+        rules.remove_in.push_back(kSocketDir);
+        auto c = programs::restrict_files(rules);
+        if (c.abi > 0) wg::log::verbose("{}", c.message);
+        else wg::log::error("warning: {}", c.message);
+      }
+      if (as) programs::become_user(*as, {CAP_NET_ADMIN, CAP_NET_BIND_SERVICE});
+      else if (::geteuid() == 0) programs::drop_capabilities({CAP_NET_ADMIN, CAP_NET_BIND_SERVICE, CAP_SYS_ADMIN});
+      programs::make_undumpable();  // a change of user resets it
     } catch (const std::exception& e) {
       fmt::print(stderr, "wg-tun: {}\n", e.what());
       return 1;
@@ -391,7 +415,9 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  if (!foreground || (!user.empty() && !inherited_tun)) {
+  // Re-executed with the descriptors (in place with -f), so that the new image confines
+  // itself before its first thread.
+  if (!foreground || !inherited_tun) {
     const Passed passed{disabled, queues, health_address, user,
                         no_sandbox ? "--no-sandbox" : sandbox_log ? "--sandbox-log" : nullptr};
     uapi.hand_over_file();

@@ -4,6 +4,8 @@
 #     capability once up, in every thread: CapEff, CapPrm, CapInh, CapAmb and CapBnd 0;
 #     with a listener below 1024 it keeps CAP_NET_BIND_SERVICE alone, and that listener
 #     answers; with --user nobody it runs as nobody with none.
+#   - wg-tun as root keeps CAP_NET_ADMIN, CAP_NET_BIND_SERVICE and CAP_SYS_ADMIN alone,
+#     its files confined, and still removes its UAPI socket at exit;
 #   - every program is non-dumpable: as nobody, wg-netstack --user nobody's
 #     /proc/PID/environ and /proc/PID/mem cannot be read by another nobody process
 #     (they belong to root), nor wg-tun --user nobody's, nor those of wg-run run by
@@ -87,6 +89,19 @@ check "non-dumpable: its environ is root's, not nobody's" test "$(stat -c %U /pr
 check "another nobody process cannot read its environ" eval '! as_nobody_reads /proc/$NPID/environ'
 check "nor its memory" eval '! as_nobody_reads /proc/$NPID/mem'
 check "stops cleanly" stop_n
+
+log "=== wg-tun as root ==="
+ip netns exec "$NS_A" env LOG_LEVEL=verbose "$WGNET_BIN/wg-tun" -f "$WG_A" >"$TMP/wgtun-root.log" 2>&1 &
+TPID=$!
+PIDS+=("$TPID")
+check "wg-tun up" eventually 100 grep -q "started on $WG_A" "$TMP/wgtun-root.log"
+# CAP_NET_ADMIN (12), CAP_NET_BIND_SERVICE (10), CAP_SYS_ADMIN (21, setns): 0x201400.
+check "CAP_NET_ADMIN, CAP_NET_BIND_SERVICE and CAP_SYS_ADMIN alone" caps_are 0000000000201400 "$TPID"
+check "its files confined by Landlock" grep -q "sandbox: files confined (Landlock ABI" "$TMP/wgtun-root.log"
+check "wg show drives it" ip netns exec "$NS_A" wg show "$WG_A" listen-port
+check "ip link del: it exits" eval 'ip netns exec "$NS_A" ip link del "$WG_A" && wait "$TPID"'
+forget_pid "$TPID"
+check "... and removes its UAPI socket" test ! -e "/var/run/wireguard/$WG_A.sock"
 
 log "=== wg-tun --user nobody ==="
 ip netns exec "$NS_A" "$WGNET_BIN/wg-tun" -f --user nobody "$WG_A" >"$TMP/wgtun.log" 2>&1 &

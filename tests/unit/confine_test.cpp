@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -283,4 +284,87 @@ TEST_CASE("confine: become_user refuses root, a missing user and a second thread
     CHECK(WEXITSTATUS(status) == 101);  // in_child: an exception
     CHECK(slurp(err).find(message) != std::string::npos);
   }
+}
+
+// wg-tun's rules as root: /dev/net/tun opened read-write (more queues), removing in the
+// socket directory; nothing else read, and no other device.
+TEST_CASE("confine: a device rule allows that device read-write, and nothing else", "[confine][root]") {
+  WGNET_REQUIRE_ROOT();
+  if (!landlock_available()) WGNET_SKIP("this kernel has no Landlock");
+  TempDir t;
+  fs::create_directories(t.path / "run");
+  write_file(t.path / "run" / "wg0.sock", "");
+  const std::string err = (t.path / "stderr").string();
+  const int status = in_child(
+      [&] {
+        programs::FileRules rules;
+        rules.devices.push_back("/dev/net/tun");
+        rules.remove_in.push_back((t.path / "run").string());
+        if (programs::restrict_files(rules).abi <= 0) return 2;
+        int bad = 0;
+        auto expect = [&bad](const char* what, int got, int want) {
+          if (got != want) {
+            std::fprintf(stderr, "%s: errno %d, expected %d\n", what, got, want);
+            ++bad;
+          }
+        };
+        expect("open /dev/net/tun read-write", open_errno("/dev/net/tun", O_RDWR), 0);
+        expect("open /dev/null", open_errno("/dev/null", O_RDWR), EACCES);
+        expect("read /etc/shadow", open_errno("/etc/shadow", O_RDONLY), EACCES);
+        expect("create in the socket directory", open_errno(t.path / "run" / "new", O_WRONLY | O_CREAT), EACCES);
+        expect("remove in the socket directory", ::unlink((t.path / "run" / "wg0.sock").c_str()) == 0 ? 0 : errno, 0);
+        return bad == 0 ? 0 : 3;
+      },
+      err);
+  INFO(slurp(err));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+// Root that stays root: only the kept capabilities, and uid 0 wins nothing back (no
+// /etc/shadow of someone else's, no capset, no setuid fix-up).
+TEST_CASE("confine: drop_capabilities keeps root's uid but only the capabilities asked for", "[confine][root]") {
+  WGNET_REQUIRE_ROOT();
+  TempDir t;
+  const std::string err = (t.path / "stderr").string();
+  // A file root owns no longer, readable by its owner only: root gets in by CAP_DAC_OVERRIDE.
+  write_file(t.path / "theirs", "x");
+  REQUIRE(::chown((t.path / "theirs").c_str(), 65534, 65534) == 0);
+  REQUIRE(::chmod((t.path / "theirs").c_str(), 0600) == 0);
+  const int status = in_child(
+      [&] {
+        programs::drop_capabilities({CAP_NET_BIND_SERVICE});
+        const uint64_t kept = 1ULL << CAP_NET_BIND_SERVICE;
+        int bad = 0;
+        auto expect = [&bad](const char* what, uint64_t got, uint64_t want) {
+          if (got != want) {
+            std::fprintf(stderr, "%s: %llx, expected %llx\n", what, static_cast<unsigned long long>(got),
+                         static_cast<unsigned long long>(want));
+            ++bad;
+          }
+        };
+        expect("CapEff", status_hex("CapEff"), kept);
+        expect("CapPrm", status_hex("CapPrm"), kept);
+        expect("CapBnd", status_hex("CapBnd"), kept);
+        expect("CapAmb", status_hex("CapAmb"), 0);
+        expect("still uid 0", ::getuid(), 0);
+        expect("another user's 0600 file", open_errno(t.path / "theirs", O_RDONLY), EACCES);
+        __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct data[2]{};
+        data[0].effective = data[0].permitted = ~0U;
+        expect("capset back to all", ::syscall(SYS_capset, &header, data) == 0, 0);
+        expect("securebits locked", ::prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) == 0, 0);
+        int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(1022);
+        expect("bind to 127.0.0.1:1022", ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno, 0);
+        ::close(s);
+        return bad == 0 ? 0 : 3;
+      },
+      err);
+  INFO(slurp(err));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
