@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
                    o.health_addr.empty() ? "" : ", health on " + o.health_addr,
                    o.uapi_path.empty() ? "" : ", UAPI on " + o.uapi_path);
     if (!o.no_sandbox)
-      programs::restrict_syscalls({}, o.sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
+      programs::restrict_syscalls(programs::Program::wg_netstack,
+                                  o.sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
     if (ready_fd >= 0) programs::daemon_ready(ready_fd, null_fd);
     while (signals.wait() == SIGHUP) reload(tunnel->device(), o.config_path, !o.no_sandbox);
     wg::log::event("wg-netstack: shutting down");

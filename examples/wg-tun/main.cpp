@@ -422,8 +422,8 @@ int main(int argc, char** argv) {
   if (health) health->start(device);  // the signals are blocked: its thread inherits that
   if (!no_sandbox) {
     try {
-      // setns: following the interface into another namespace (root only).
-      programs::restrict_syscalls({"setns"}, sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
+      programs::restrict_syscalls(programs::Program::wg_tun,
+                                  sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
     } catch (const std::exception& e) {
       wg::log::error("wg-tun: {}", e.what());
       server.stop();
