@@ -20,7 +20,8 @@
 // --user NAME (or WG_TUN_USER): once the interface and the UAPI socket are open, the
 // daemon re-executes itself with them as descriptors and, before its first thread,
 // becomes NAME keeping only CAP_NET_ADMIN and CAP_NET_BIND_SERVICE. Unless --no-sandbox,
-// a system-call allow-list (programs::restrict_syscalls) holds once it is up.
+// a system-call allow-list (programs::restrict_syscalls, wg-tun's table) holds from before
+// its first packet.
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
@@ -392,6 +393,19 @@ int main(int argc, char** argv) {
                      ready_fd);
   }
 
+  // Before the UDP sockets, the UAPI and --health threads and the TUN's readers: nothing
+  // from a peer, a client or the UAPI is read unconfined.
+  if (!no_sandbox) {
+    try {
+      programs::restrict_syscalls(programs::Program::wg_tun,
+                                  sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
+    } catch (const std::exception& e) {
+      wg::log::error("wg-tun: {}", e.what());
+      uapi.close();
+      return 1;
+    }
+  }
+
   conn::LinuxBind bind(bind_opts);
   wg::Device device(*tun, bind);
   // The device follows the interface: bind opened when up, closed when down.
@@ -420,19 +434,6 @@ int main(int argc, char** argv) {
   });
   wg::uapi::Server server(device, uapi.release());
   if (health) health->start(device);  // the signals are blocked: its thread inherits that
-  if (!no_sandbox) {
-    try {
-      programs::restrict_syscalls(programs::Program::wg_tun,
-                                  sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
-    } catch (const std::exception& e) {
-      wg::log::error("wg-tun: {}", e.what());
-      server.stop();
-      if (health) health->stop();
-      uapi.close();
-      device.close();
-      return 1;
-    }
-  }
   wg::log::event("wg-tun {} started on {}{}{}", kVersion, name,
                  health ? "; /readyz and /metrics on " + health->local_address() : "",
                  user.empty() ? "" : "; as user " + user);
