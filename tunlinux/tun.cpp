@@ -359,8 +359,12 @@ std::unique_ptr<Tun> Tun::open_events(std::vector<UniqueFd>& fds, std::string na
                                    nl_fd, close_fd.release(), wake_fd.release());
   tun->mtu_ = st.mtu;
   tun->up_ = st.up;
-  tun->events_ = std::thread([t = tun.get()] { t->run_events(); });
-  pthread_setname_np(tun->events_.native_handle(), "tun-events");  // for ps/gdb (and the tests)
+  tun->events_ = std::thread([t = tun.get()] {
+    // By itself: naming another thread writes /proc/self/task/TID/comm, which a
+    // confined daemon may not open.
+    pthread_setname_np(pthread_self(), "tun-events");  // for ps/gdb (and the tests)
+    t->run_events();
+  });
   return tun;
 }
 

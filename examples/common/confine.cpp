@@ -17,9 +17,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <type_traits>
 #include <memory>
 #include <stdexcept>
 
+#include "syscall_policy.hpp"
 #include "wg/base/fd.hpp"
 
 namespace programs {
@@ -133,35 +135,6 @@ SyscallDenial default_denial() {
 
 namespace {
 
-// What every daemon needs once up: glibc and libstdc++ (memory, threads, time,
-// signals), Asio's reactor, UDP and TCP sockets (the WireGuard port, proxies, health,
-// the system resolver), the UAPI socket and its peer's credentials, and reading the
-// files Landlock still allows.
-constexpr const char* kBase[] = {
-    // memory
-    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mlock", "munlock", "membarrier",
-    // threads and their life
-    "clone", "clone3", "set_robust_list", "get_robust_list", "rseq", "futex", "sched_yield",
-    "sched_getaffinity", "gettid", "getpid", "exit", "exit_group", "set_tid_address",
-    // time
-    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
-    // signals (kill and tgkill below, only to this process)
-    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigtimedwait", "sigaltstack", "restart_syscall",
-    // descriptors and files (paths are Landlock's business)
-    "read", "write", "readv", "writev", "pread64", "pwrite64", "close", "lseek", "fstat", "newfstatat", "statx",
-    "stat", "lstat", "fcntl", "ioctl", "openat", "open", "dup", "dup2", "dup3", "pipe2", "getdents64", "unlink",
-    "unlinkat", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getcwd", "fstatfs", "statfs",
-    // readiness
-    "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd2", "timerfd_create",
-    "timerfd_settime", "timerfd_gettime", "poll", "ppoll", "select", "pselect6",
-    // sockets
-    "socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername",
-    "setsockopt", "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
-    // identity, randomness, the system
-    "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "getrandom", "uname",
-    "sysinfo", "getrusage", "prlimit64", "getpriority",
-};
-
 extern "C" void report_denied(int, siginfo_t* info, void*) {
   char line[96];
   int n = 0;
@@ -192,9 +165,21 @@ void allow(scmp_filter_ctx ctx, const char* name) {
     throw std::runtime_error(std::string("sandbox: seccomp rule for ") + name + ": " + std::strerror(-rc));
 }
 
+void add(scmp_filter_ctx ctx, const SyscallRule& rule, scmp_datum_t pid) {
+  const int nr = seccomp_syscall_resolve_name(rule.name);
+  if (nr == __NR_SCMP_ERROR) return;
+  scmp_arg_cmp cmp[std::extent_v<decltype(SyscallRule::args)>];
+  unsigned n = 0;
+  for (const ArgIs& a : rule.args)
+    if (a.mask != 0) cmp[n++] = {a.index, SCMP_CMP_MASKED_EQ, a.mask, a.self ? pid : a.value};
+  const uint32_t action = rule.error ? SCMP_ACT_ERRNO(static_cast<uint32_t>(rule.error)) : SCMP_ACT_ALLOW;
+  if (int rc = seccomp_rule_add_array(ctx, action, nr, n, cmp); rc != 0)
+    throw std::runtime_error(std::string("sandbox: seccomp rule for ") + rule.name + ": " + std::strerror(-rc));
+}
+
 }  // namespace
 
-void restrict_syscalls(std::initializer_list<const char*> extra, SyscallDenial denial) {
+void restrict_syscalls(Program program, SyscallDenial denial) {
   const uint32_t deny = denial == SyscallDenial::kill ? SCMP_ACT_TRAP : SCMP_ACT_ERRNO(EPERM);
   std::unique_ptr<void, FilterDeleter> ctx(seccomp_init(deny));
   if (!ctx) throw std::runtime_error("sandbox: seccomp_init failed");
@@ -205,15 +190,10 @@ void restrict_syscalls(std::initializer_list<const char*> extra, SyscallDenial d
   check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 1), "no_new_privs");
   check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2), "binary tree");
   if (denial == SyscallDenial::log) check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_LOG, 1), "logging");
-  for (const char* name : kBase) allow(ctx.get(), name);
-  for (const char* name : extra) allow(ctx.get(), name);
-  const auto self = static_cast<scmp_datum_t>(::getpid());
-  check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_EQ, self)), "kill rule");
-  check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, self)), "tgkill rule");
-  check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME)),
-        "prctl rule");
-  check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_GET_NAME)),
-        "prctl rule");
+  const SyscallTable table = syscall_table(program);
+  for (const char* name : table.any_arguments) allow(ctx.get(), name);
+  const auto pid = static_cast<scmp_datum_t>(::getpid());
+  for (const SyscallRule& rule : table.rules) add(ctx.get(), rule, pid);
   if (denial == SyscallDenial::kill) {
     struct sigaction sa{};
     sa.sa_sigaction = report_denied;

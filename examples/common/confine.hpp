@@ -50,11 +50,20 @@ enum class SyscallDenial {
 // The denial of this build: kill when built with WGNET_SANDBOX_KILL, else eperm.
 SyscallDenial default_denial();
 
-// Installs the allow-list for every thread of the process (present and future), with
-// no_new_privs: what glibc, threads, Asio, the UDP and TCP sockets and the UAPI need,
-// plus `extra` (system call names; unknown names are skipped). kill() and tgkill() may
-// only signal this process. Throws std::runtime_error if the kernel refuses the filter.
-void restrict_syscalls(std::initializer_list<const char*> extra, SyscallDenial denial);
+// The programs that confine their system calls, each with its own table
+// (syscall_policy.cpp). A program that confines itself (wg-run's outer process, say) adds
+// its value here and its table there.
+enum class Program {
+  wg_netstack,
+  wg_tun,
+};
+
+// Installs `program`'s allow-list for every thread of the process (present and future),
+// with no_new_privs: its calls with the arguments its table names; clone3 fails with
+// ENOSYS (glibc then uses clone, whose flags a filter can read); anything else gets
+// `denial`. Call it before the first byte from a peer, a client or the UAPI is read.
+// Throws std::runtime_error if the kernel refuses the filter.
+void restrict_syscalls(Program program, SyscallDenial denial);
 
 // Becomes user `name` for good (its uid, its primary group, no supplementary groups),
 // keeping only the capabilities `keep` (permitted and effective; none inheritable,

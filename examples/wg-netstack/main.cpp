@@ -181,6 +181,10 @@ int main(int argc, char** argv) {
     if (!o.uapi_path.empty()) uapi_socket = programs::UapiSocket::listen(o.uapi_path);
     if (!o.no_sandbox) confine_files(o.config_path, pc, o.uapi_path);
     if (::geteuid() == 0) drop_root(user, o, plan, pc);
+    // Before the tunnel's first packet and the listeners' first client.
+    if (!o.no_sandbox)
+      programs::restrict_syscalls(programs::Program::wg_netstack,
+                                  o.sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
     CheckAlive checks;  // outlives the Stack, whose executor runs the pingers
     set_check_alive(checks, plan);
 
@@ -197,8 +201,6 @@ int main(int argc, char** argv) {
     wg::log::event("wg-netstack: up, UDP port {}{}{}{}", tunnel->device().listen_port(), services.listening(),
                    o.health_addr.empty() ? "" : ", health on " + o.health_addr,
                    o.uapi_path.empty() ? "" : ", UAPI on " + o.uapi_path);
-    if (!o.no_sandbox)
-      programs::restrict_syscalls({}, o.sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
     if (ready_fd >= 0) programs::daemon_ready(ready_fd, null_fd);
     while (signals.wait() == SIGHUP) reload(tunnel->device(), o.config_path, !o.no_sandbox);
     wg::log::event("wg-netstack: shutting down");

@@ -22,7 +22,8 @@
 // but /dev/net/tun and removing its UAPI socket; not with --no-sandbox), and only
 // CAP_NET_ADMIN, CAP_NET_BIND_SERVICE and (as root, to follow the interface into another
 // namespace) CAP_SYS_ADMIN; with --user NAME (or WG_TUN_USER) it becomes NAME keeping
-// the first two. Unless --no-sandbox, a system-call allow-list holds once it is up.
+// the first two. Unless --no-sandbox, a system-call allow-list (wg-tun's table)
+// holds from before its first packet.
 //
 // Without -f the parent opens the interface and the UAPI socket (so start-up errors are
 // reported where the user is), then re-executes itself in the background with both as
@@ -425,6 +426,19 @@ int main(int argc, char** argv) {
                      ready_fd);
   }
 
+  // Before the UDP sockets, the UAPI and --health threads and the TUN's readers: nothing
+  // from a peer, a client or the UAPI is read unconfined.
+  if (!no_sandbox) {
+    try {
+      programs::restrict_syscalls(programs::Program::wg_tun,
+                                  sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
+    } catch (const std::exception& e) {
+      wg::log::error("wg-tun: {}", e.what());
+      uapi.close();
+      return 1;
+    }
+  }
+
   conn::LinuxBind bind(bind_opts);
   wg::Device device(*tun, bind);
   // The device follows the interface: bind opened when up, closed when down.
@@ -453,19 +467,6 @@ int main(int argc, char** argv) {
   });
   wg::uapi::Server server(device, uapi.release());
   if (health) health->start(device);  // the signals are blocked: its thread inherits that
-  if (!no_sandbox) {
-    try {
-      // setns: following the interface into another namespace (root only).
-      programs::restrict_syscalls({"setns"}, sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
-    } catch (const std::exception& e) {
-      wg::log::error("wg-tun: {}", e.what());
-      server.stop();
-      if (health) health->stop();
-      uapi.close();
-      device.close();
-      return 1;
-    }
-  }
   wg::log::event("wg-tun {} started on {}{}{}", kVersion, name,
                  health ? "; /readyz and /metrics on " + health->local_address() : "",
                  user.empty() ? "" : "; as user " + user);

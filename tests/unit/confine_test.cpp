@@ -7,7 +7,10 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -161,7 +164,7 @@ TEST_CASE("confine: a call outside the allow-list fails with EPERM", "[confine]"
   for (auto denial : {programs::SyscallDenial::eperm, programs::SyscallDenial::log}) {
     const int status = in_child(
         [denial] {
-          programs::restrict_syscalls({}, denial);
+          programs::restrict_syscalls(programs::Program::wg_netstack, denial);
           // Allowed: what the daemons do all day.
           int fds[2];
           if (::pipe2(fds, O_CLOEXEC) != 0 || ::write(fds[1], "x", 1) != 1) return 2;
@@ -181,7 +184,7 @@ TEST_CASE("confine: a call outside the allow-list fails with EPERM", "[confine]"
   // Seccomp shown in /proc: a filter and no_new_privs.
   const int status = in_child(
       [] {
-        programs::restrict_syscalls({}, programs::SyscallDenial::eperm);
+        programs::restrict_syscalls(programs::Program::wg_netstack, programs::SyscallDenial::eperm);
         std::ifstream in("/proc/self/status");
         std::string line;
         int seen = 0;
@@ -194,12 +197,56 @@ TEST_CASE("confine: a call outside the allow-list fails with EPERM", "[confine]"
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("confine: the tables check arguments", "[confine]") {
+  TempDir t;
+  const std::string err = (t.path / "stderr").string();
+  const std::string file = (t.path / "file").string();
+  std::ofstream(file) << "x";
+  for (auto program : {programs::Program::wg_netstack, programs::Program::wg_tun}) {
+    const int status = in_child(
+        [program, &file] {
+          programs::restrict_syscalls(program, programs::SyscallDenial::eperm);
+          // Threads: clone3 says ENOSYS, glibc falls back to clone with a thread's flags.
+          bool ran = false;
+          std::thread([&ran] { ran = true; }).join();
+          if (!ran) return 2;
+          if (::syscall(SYS_clone3, nullptr, 0) != -1 || errno != ENOSYS) return 3;
+          // A fork or a namespace is refused.
+          if (::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0) != -1 || errno != EPERM) return 4;
+          if (::syscall(SYS_unshare, CLONE_NEWUSER) != -1 || errno != EPERM) return 5;
+          // The WireGuard port's socket, and no other family.
+          const int udp = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+          if (udp < 0) return 6;
+          ::close(udp);
+          if (::socket(AF_PACKET, SOCK_RAW, 0) != -1 || errno != EPERM) return 7;
+          if (::socket(AF_INET, SOCK_RAW, IPPROTO_UDP) != -1 || errno != EPERM) return 8;
+          // Files: read, never written or made.
+          const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+          if (fd < 0) return 9;
+          ::close(fd);
+          if (::open(file.c_str(), O_WRONLY | O_CLOEXEC) != -1 || errno != EPERM) return 10;
+          if (::open((file + "2").c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600) != -1 || errno != EPERM) return 11;
+          if (::syscall(SYS_unlinkat, AT_FDCWD, file.c_str(), 0) != -1 || errno != EPERM) return 12;
+          // Another process's limits.
+          rlimit old{};
+          if (::prlimit(::getppid(), RLIMIT_NOFILE, nullptr, &old) != -1 || errno != EPERM) return 13;
+          if (::prlimit(0, RLIMIT_NOFILE, nullptr, &old) != 0) return 14;
+          return 0;
+        },
+        err);
+    INFO(slurp(err));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  CHECK(fs::exists(file));
+}
+
 TEST_CASE("confine: the kill build names the denied call and exits 159", "[confine]") {
   TempDir t;
   const std::string err = (t.path / "stderr").string();
   const int status = in_child(
       [] {
-        programs::restrict_syscalls({}, programs::SyscallDenial::kill);
+        programs::restrict_syscalls(programs::Program::wg_netstack, programs::SyscallDenial::kill);
         ::syscall(SYS_execve, "/bin/true", nullptr, nullptr);
         return 0;
       },
