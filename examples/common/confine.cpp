@@ -108,7 +108,7 @@ Confinement restrict_files(const FileRules& rules) {
   if (abi >= 2) attr.handled_access_fs |= kFsRefer;
   if (abi >= 3) attr.handled_access_fs |= kFsTruncate;
   if (abi >= 5) attr.handled_access_fs |= kFsIoctlDev;
-  if (abi >= 6) attr.scoped = kScopeAbstractUnix | kScopeSignal;
+  if (abi >= 6) attr.scoped = kScopeAbstractUnix | (rules.signal_others ? 0 : kScopeSignal);
   const size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
   wg::UniqueFd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, size, 0)));
   if (!ruleset) throw std::runtime_error(std::string("sandbox: Landlock ruleset: ") + std::strerror(errno));
@@ -179,7 +179,7 @@ void add(scmp_filter_ctx ctx, const SyscallRule& rule, scmp_datum_t pid) {
 
 }  // namespace
 
-void restrict_syscalls(Program program, SyscallDenial denial) {
+void restrict_syscalls(Program program, SyscallDenial denial, pid_t child) {
   const uint32_t deny = denial == SyscallDenial::kill ? SCMP_ACT_TRAP : SCMP_ACT_ERRNO(EPERM);
   std::unique_ptr<void, FilterDeleter> ctx(seccomp_init(deny));
   if (!ctx) throw std::runtime_error("sandbox: seccomp_init failed");
@@ -194,6 +194,10 @@ void restrict_syscalls(Program program, SyscallDenial denial) {
   for (const char* name : table.any_arguments) allow(ctx.get(), name);
   const auto pid = static_cast<scmp_datum_t>(::getpid());
   for (const SyscallRule& rule : table.rules) add(ctx.get(), rule, pid);
+  if (child > 0)
+    check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
+                           SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(child))),
+          "kill rule");
   if (denial == SyscallDenial::kill) {
     struct sigaction sa{};
     sa.sa_sigaction = report_denied;

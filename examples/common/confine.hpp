@@ -19,6 +19,7 @@ struct FileRules {
   std::vector<std::string> read_files;    // single files (their inode) may be read
   std::vector<std::string> remove_in;     // directories: files in them may be removed
   std::vector<std::string> devices;       // device files: opened read-write, ioctl
+  bool signal_others = false;             // may signal processes outside the domain
 };
 
 // The files of the system resolver (getaddrinfo): resolv.conf (the directory of its
@@ -56,6 +57,7 @@ SyscallDenial default_denial();
 enum class Program {
   wg_netstack,
   wg_tun,
+  wg_run,  // its outer process: the core over the TUN it was handed
 };
 
 // Installs `program`'s allow-list for every thread of the process (present and future),
@@ -63,7 +65,8 @@ enum class Program {
 // ENOSYS (glibc then uses clone, whose flags a filter can read); anything else gets
 // `denial`. Call it before the first byte from a peer, a client or the UAPI is read.
 // Throws std::runtime_error if the kernel refuses the filter.
-void restrict_syscalls(Program program, SyscallDenial denial);
+// `child`, if not 0, is a process it may also signal (wg-run's COMMAND).
+void restrict_syscalls(Program program, SyscallDenial denial, pid_t child = 0);
 
 // Becomes user `name` for good (its uid, its primary group, no supplementary groups),
 // keeping only the capabilities `keep` (permitted and effective; none inheritable,

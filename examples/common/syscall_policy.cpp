@@ -100,20 +100,24 @@ void add_socket(std::vector<SyscallRule>& rules, int family, int type, int proto
     rules.push_back({"socket", {is(0, family), masked(1, kSocketType, type), is(2, p)}});
 }
 
+// UDP and TCP over IPv4 and IPv6, Unix and routing netlink: bind/linux.cpp (the
+// WireGuard port, also when `wg set` changes it) and glibc's getaddrinfo for endpoint
+// names (DNS over UDP and TCP, nscd, AI_ADDRCONFIG's rtnetlink).
+void add_udp_and_resolver_sockets(std::vector<SyscallRule>& r) {
+  for (int family : {AF_INET, AF_INET6}) {
+    add_socket(r, family, SOCK_DGRAM, IPPROTO_UDP);
+    add_socket(r, family, SOCK_STREAM, IPPROTO_TCP);
+  }
+  r.push_back({"socket", {is(0, AF_UNIX)}});
+  r.push_back({"socket", {is(0, AF_NETLINK), is(2, NETLINK_ROUTE)}});
+}
+
 SyscallTable wg_netstack() {
   SyscallTable t;
   std::vector<SyscallRule>& r = t.rules;
-  for (int family : {AF_INET, AF_INET6}) {
-    // bind/linux.cpp (the WireGuard port, also when `wg set` changes it), Asio's UDP
-    // sockets (forwards, SOCKS5 UDP ASSOCIATE), glibc's DNS queries (the resolver).
-    add_socket(r, family, SOCK_DGRAM, IPPROTO_UDP);
-    // Asio's listeners (SOCKS5, HTTP, health, forwards) and glibc's DNS over TCP.
-    add_socket(r, family, SOCK_STREAM, IPPROTO_TCP);
-  }
-  // glibc's getaddrinfo: nscd (AF_UNIX), and the addresses configured for AI_ADDRCONFIG
-  // (rtnetlink).
-  r.push_back({"socket", {is(0, AF_UNIX)}});
-  r.push_back({"socket", {is(0, AF_NETLINK), is(2, NETLINK_ROUTE)}});
+  // Also Asio's: UDP (forwards, SOCKS5 UDP ASSOCIATE), TCP (the listeners: SOCKS5, HTTP,
+  // health, forwards).
+  add_udp_and_resolver_sockets(r);
   // glibc's getaddrinfo: an Endpoint's IPv6 scope given by interface name (if_nametoindex).
   r.push_back(ioctl_request(SIOCGIFINDEX));
   return t;
@@ -143,11 +147,27 @@ SyscallTable wg_tun() {
   return t;
 }
 
+SyscallTable wg_run() {
+  SyscallTable t;
+  std::vector<SyscallRule>& r = t.rules;
+  add_udp_and_resolver_sockets(r);  // the WireGuard port; a reload's endpoint names
+  // tunlinux/tun.cpp query_link: the TUN's state after a missed event.
+  r.push_back(ioctl_request(TUNGETIFF));
+  r.push_back(ioctl_request(SIOCGIFINDEX));
+  r.push_back(ioctl_request(SIOCGIFNAME));
+  r.push_back(ioctl_request(SIOCGIFFLAGS));
+  r.push_back(ioctl_request(SIOCGIFMTU));
+  // main.cpp: COMMAND's end (waitpid). Signals to COMMAND: restrict_syscalls' child.
+  t.any_arguments.push_back("wait4");
+  return t;
+}
+
 // Each program's own table; a Program without one is a build warning (-Wswitch).
 SyscallTable own_table(Program program) {
   switch (program) {
     case Program::wg_netstack: return wg_netstack();
     case Program::wg_tun: return wg_tun();
+    case Program::wg_run: return wg_run();
   }
   throw std::logic_error("sandbox: no system-call table for this program");
 }
@@ -156,7 +176,7 @@ SyscallTable own_table(Program program) {
 
 SyscallTable syscall_table(Program program) {
   SyscallTable t = own_table(program);
-  t.any_arguments.assign(std::begin(kCommonCalls), std::end(kCommonCalls));
+  t.any_arguments.insert(t.any_arguments.begin(), std::begin(kCommonCalls), std::end(kCommonCalls));
   t.rules.insert(t.rules.begin(), std::begin(kCommonRules), std::end(kCommonRules));
   return t;
 }

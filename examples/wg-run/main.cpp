@@ -17,12 +17,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <optional>
 
 #include "bind/linux.hpp"
 #include "bind/resolve.hpp"
+#include "confine.hpp"
 #include "diagnose.hpp"
 #include "health_server.hpp"
 #include "offload_switches.hpp"
@@ -90,7 +92,7 @@ int reap(pid_t pid) {
 struct Options {
   std::string config_path, netns, interface, uapi_path, health;
   std::vector<std::string> command;
-  bool share_host_sockets = false;
+  bool share_host_sockets = false, no_sandbox = false;
   programs::OffloadOptions offloads;
 };
 
@@ -165,6 +167,19 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   // Only now: the child, a fork of ours, wrote its own uid_map, which a non-dumpable
   // process's /proc files (root's) would not have let it.
   programs::make_undumpable();
+  // Before the first thread: the config file itself (SIGHUP), the resolver's files
+  // (endpoint names), removing the UAPI socket; signals may still reach COMMAND.
+  if (!o.no_sandbox) {
+    programs::FileRules rules;
+    rules.read_files.push_back(std::filesystem::absolute(o.config_path).string());
+    programs::add_resolver_files(rules);
+    if (!socket_path.empty())
+      rules.remove_in.push_back(std::filesystem::absolute(socket_path).parent_path().string());
+    rules.signal_others = true;
+    auto c = programs::restrict_files(rules);
+    if (c.abi > 0) wg::log::verbose("wg-run: {}", c.message);
+    else say("warning: {}", c.message);
+  }
 
   // --- the WireGuard core over the TUN, in the user's own network namespace ---
   std::error_code ec;
@@ -176,6 +191,9 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   conn::LinuxBind bind(o.offloads.bind);
   wg::Device device(*tun, bind);
   wg::apply_config(device, cfg, conn::resolve_endpoint);
+  // Before the first packet (the TUN's up event opens the UDP socket).
+  if (!o.no_sandbox)
+    programs::restrict_syscalls(programs::Program::wg_run, programs::default_denial(), command_mode ? child.pid : 0);
 
   std::promise<std::error_code> first_up;
   std::once_flag first;
@@ -303,6 +321,8 @@ int main(int argc, char** argv) {
       ->type_name("PATH");
   app.add_option("--health", o.health, "serve /readyz and /metrics on this address (in the user's own namespace)")
       ->type_name("ADDR:PORT");
+  app.add_flag("--no-sandbox", o.no_sandbox,
+               "do not confine wg-run's own process (Landlock, system-call allow-list): for debugging");
   app.add_flag("--share-host-sockets", o.share_host_sockets,
                "keep the host's /tmp and /run inside, with the Unix sockets there (X11, audio, the session bus, "
                "proxies): each is a way around the tunnel; by default COMMAND gets empty ones");

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The daemons' seccomp filters as they run, proven call by call: wg-netstack and wg-tun
-# carry traffic with their sandbox on, then tests/support/seccomp_probe reads each one's
-# filter (PTRACE_SECCOMP_GET_FILTER), loads it into children of its own and tries what the
-# daemon's table refuses (namespaces, foreign socket families, unused ioctls, file
-# creation and writing, other processes, exec) and what the daemon needs. Twice: with the
-# build's denial (SIGSYS under WGNET_SANDBOX_KILL, else EPERM), and with --sandbox-log
+# carry traffic with their sandbox on (and wg-run's own process runs a command), then
+# tests/support/seccomp_probe reads each one's filter (PTRACE_SECCOMP_GET_FILTER),
+# loads it into children of its own and tries what the daemon's table refuses
+# (namespaces, foreign socket families, unused ioctls, file creation and writing, other
+# processes, exec) and what the daemon needs. Twice: with the build's denial (SIGSYS under WGNET_SANDBOX_KILL, else EPERM), and with --sandbox-log
 # (EPERM). The daemons keep carrying traffic after being probed and never report a
 # denied call.
 #
@@ -88,4 +88,14 @@ round() {
 round default
 round sandbox-log --sandbox-log
 
+log "=== wg-run's own process ==="
+printf '[Interface]\nPrivateKey = %s\nAddress = 198.19.0.9/24\n' "$(cat "$TMP/a.key")" >"$TMP/run.conf"
+(cd / && exec ip netns exec "$NS_A" "$WGNET_BIN/wg-run" -c "$TMP/run.conf" -- sleep 60) >"$TMP/wg-run.log" 2>&1 &
+RUN_PID=$!
+PIDS+=("$RUN_PID")
+# seccomp_on PID: its filter is on (after the TUN hand-off, before the first packet).
+seccomp_on() { grep -q "^Seccomp:[[:space:]]*2" "/proc/$1/status" 2>/dev/null; }
+check "wg-run up, its filter on" eventually 100 seccomp_on "$RUN_PID"
+check "wg-run's filter refuses and allows as its table says" probe probe-run wg-run "$RUN_PID"
+check "wg-run still runs, and reported no denied call" eval 'kill -0 "$RUN_PID" && no_denial "$TMP/wg-run.log"'
 finish seccomp_probe

@@ -513,7 +513,9 @@ uapi=$(as_user "$PY" "$USER_DIR/uapi_get.py" "$USER_DIR/wg.sock")
 check "the UAPI (--uapi) answers get=1 with the peer" grep -q "^public_key=" <<<"$uapi"
 check "... and the listen port" grep -qx "listen_port=51820" <<<"$uapi"
 # SIGHUP: the config re-read (a new AllowedIPs for the peer), and passed on to COMMAND.
-sed -i 's|^AllowedIPs = .*|AllowedIPs = 198.19.0.0/24, fd00:19::/64, 198.19.1.0/24|' "$USER_DIR/wg0.conf"
+# (Edited in place, as the sandbox needs: sed -i would put a new file there.)
+sed 's|^AllowedIPs = .*|AllowedIPs = 198.19.0.0/24, fd00:19::/64, 198.19.1.0/24|' "$USER_DIR/wg0.conf" >"$TMP/wg0.new"
+cat "$TMP/wg0.new" >"$USER_DIR/wg0.conf"
 # wg-run is the child of timeout(1), whose pid $! is (ip and setpriv exec)
 WGRUN=$(pgrep -x -P "$RUN_PID" wg-run)
 kill -HUP "$WGRUN"
@@ -521,7 +523,8 @@ eventually 30 grep -qx HUP "$STATE/signals"
 check "SIGHUP to wg-run reaches COMMAND" grep -qx HUP "$STATE/signals"
 check "... and reloads the config (the peer has 198.19.1.0/24)" \
   eventually 30 sh -c "ip netns exec $NS_A setpriv --reuid=nobody --regid=nogroup --clear-groups $PY $USER_DIR/uapi_get.py $USER_DIR/wg.sock | grep -qx allowed_ip=198.19.1.0/24"
-sed -i 's|, 198.19.1.0/24||' "$USER_DIR/wg0.conf"
+sed 's|, 198.19.1.0/24||' "$USER_DIR/wg0.conf" >"$TMP/wg0.new"
+cat "$TMP/wg0.new" >"$USER_DIR/wg0.conf"
 kill -USR1 "$WGRUN"
 check "SIGUSR1 reloads (198.19.1.0/24 gone again)" \
   eventually 30 sh -c "! ip netns exec $NS_A setpriv --reuid=nobody --regid=nogroup --clear-groups $PY $USER_DIR/uapi_get.py $USER_DIR/wg.sock | grep -qx allowed_ip=198.19.1.0/24"

@@ -248,15 +248,15 @@ daemonize_checks() {
   [ -n "$pid" ] && PIDS+=("$pid")
   teardown_pair
 
-  # A background process that ends before it is up (here: no such --user) fails the start.
+  # An unknown --user is refused before anything is made, with the reason (the readiness
+  # pipe's "exited before it was up" has its own case in process_test).
   make_namespaces
   local err
   err=$(na "$WGNET_BIN/wg-tun" --user no-such-user-wgtun "$WG_A" 2>&1); rc=$?
-  check "background process ended before up: exit 1 (got $rc)" test $rc -eq 1
-  check "... with a line saying so ($err)" \
-    grep -qx "wg-tun: the background process exited before it was up" <<<"$err"
-  eventually 20 bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
+  check "unknown --user: exit 1 (got $rc)" test $rc -eq 1
+  check "... with a line saying why ($err)" grep -qx "wg-tun: --user no-such-user-wgtun: no such user" <<<"$err"
   check "... leaving no interface behind" bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
+  check "... and no UAPI socket" test ! -e "/var/run/wireguard/$WG_A.sock"
   teardown_pair
 }
 

@@ -2,7 +2,7 @@
 // root), loads them into children of its own and tries, one child per call, what the
 // daemon's table must refuse and what the daemon needs. For tests/netns/seccomp_probe_test.sh.
 //
-//   seccomp_probe --program wg-netstack|wg-tun [--refusal sigsys|eperm] --scratch DIR PID
+//   seccomp_probe --program wg-netstack|wg-tun|wg-run [--refusal sigsys|eperm] --scratch DIR PID
 //
 // --refusal: how the filter refuses, sigsys (the call raises SIGSYS with si_code
 // SYS_SECCOMP and the call's number: the WGNET_SANDBOX_KILL build, the default there) or
@@ -153,6 +153,13 @@ struct Probe {
   Expect netstack, tun;
   std::function<long()> call;
 };
+
+// wg-run's outer process: wg-netstack's sockets (the resolver's, for a reload's endpoint
+// names), wg-tun's interface ioctls (its TUN), and no setns.
+Expect wg_run_expects(const Probe& p) {
+  if (std::string(p.name) == "setns(CLONE_NEWNET)") return Expect::refused;
+  return p.netstack == Expect::refused ? p.tun : p.netstack;
+}
 
 std::string describe(const Outcome& o) {
   if (!o.reported) return o.signal ? std::string("killed by ") + strsignal(o.signal) : "exited without a report";
@@ -420,7 +427,7 @@ void reset_scratch(const std::string& dir) {
 }
 
 [[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: seccomp_probe --program wg-netstack|wg-tun [--refusal sigsys|eperm] --scratch DIR PID\n");
+  std::fprintf(stderr, "usage: seccomp_probe --program wg-netstack|wg-tun|wg-run [--refusal sigsys|eperm] --scratch DIR PID\n");
   std::exit(2);
 }
 
@@ -445,8 +452,8 @@ int main(int argc, char** argv) {
     } else if (pid == 0 && !a.empty() && a[0] != '-') pid = static_cast<pid_t>(std::atoi(a.c_str()));
     else usage();
   }
-  if ((program != "wg-netstack" && program != "wg-tun") || dir.empty() || pid <= 0) usage();
-  const bool tun = program == "wg-tun";
+  if ((program != "wg-netstack" && program != "wg-tun" && program != "wg-run") || dir.empty() || pid <= 0) usage();
+  const bool tun = program == "wg-tun", run = program == "wg-run";
 
   if (::sched_getaffinity(0, sizeof g_own_mask, &g_own_mask) != 0) die("sched_getaffinity");
   const std::vector<Filter> filters = read_filters(pid);
@@ -470,7 +477,7 @@ int main(int argc, char** argv) {
 
   int failures = 0;
   for (const Probe& p : probes(dir, pid, sock_fd, pipe_fds[0], tun_fd, netns_fd, userns_fd)) {
-    const Expect e = tun ? p.tun : p.netstack;
+    const Expect e = tun ? p.tun : run ? wg_run_expects(p) : p.netstack;
     if (e == Expect::none) continue;
     reset_scratch(dir);
     const Outcome o = run_filtered(filters, p.call);
