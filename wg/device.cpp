@@ -297,6 +297,7 @@ void Device::remove_peer(const PublicKey& key) {
   store_endpoint(*p, nullptr);
   p->with_timers([](Timers& t) { t.stop(); });
   p->zero_keys();
+  p->forget_secrets();  // the Peer may outlive this in a queue or a caller's PeerPtr
   p->clear_staged();
 }
 

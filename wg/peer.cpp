@@ -174,6 +174,12 @@ void Peer::zero_keys() {
   handshake_.clear();
 }
 
+void Peer::forget_secrets() {
+  std::lock_guard lock(handshake_mu_);
+  handshake_.preshared_key.clear();
+  handshake_.invalidate_keys();
+}
+
 void Peer::record_handshake(std::chrono::system_clock::time_point at) {
   stats_.last_handshake_ns.store(ns_since_epoch(at));
   stats_.unanswered_since_ns.store(0);

@@ -107,6 +107,9 @@ public:
   void expire_current_keypairs();
   // Wipes every session and the handshake (REJECT_AFTER_TIME * 3, removal, give-up).
   void zero_keys();
+  // A removed peer's secrets besides its sessions: the preshared key and the cached
+  // static-static DH.
+  void forget_secrets();
   void record_handshake(std::chrono::system_clock::time_point at);
   // Starts the unanswered_since_ns clock if it is not running.
   void record_initiation(std::chrono::system_clock::time_point at);

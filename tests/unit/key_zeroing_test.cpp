@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "reload.hpp"
+#include "wg/config.hpp"
 #include "wg/device.hpp"
 #include "wg/uapi.hpp"
 #include "wg/transport_aead.hpp"
@@ -448,6 +450,107 @@ TEST_CASE("key zeroing: a private key rotated over the UAPI leaves no copy, raw 
   CHECK(s.hits.empty());
   const Scan now = scan_memory({new_key.raw});
   CHECK_FALSE(now.hits.empty());
+}
+
+namespace {
+
+// A key and its base64 text, held masked: the raw key, and the 44 characters as two
+// overlapping 32-byte windows ([0, 32) and [12, 44)).
+struct TextKey {
+  MaskedKey raw, b64_head, b64_tail;
+
+  static TextKey make() {
+    TextKey k;
+    PrivateKey key;
+    random_bytes(key.data(), kKeyLen);
+    std::string b64 = key.to_base64();
+    k.raw = mask_key(key.data());
+    k.b64_head = mask_key(reinterpret_cast<const uint8_t*>(b64.data()));
+    k.b64_tail = mask_key(reinterpret_cast<const uint8_t*>(b64.data()) + 12);
+    secure_wipe(b64.data(), b64.size());
+    return k;
+  }
+
+  // Writes the 44 characters at `out`, byte by byte (no vector register holds them).
+  void put_base64(volatile char* out) const {
+    for (size_t i = 0; i < kKeyLen; ++i) out[i] = static_cast<char>(b64_head.masked[i] ^ b64_head.mask[i]);
+    for (size_t i = 20; i < kKeyLen; ++i) out[12 + i] = static_cast<char>(b64_tail.masked[i] ^ b64_tail.mask[i]);
+  }
+
+  std::vector<MaskedKey> all() const { return {raw, b64_head, b64_tail}; }
+};
+
+// A wg-quick file with `priv` and, for the peer `peer`, the preshared key `psk`, written
+// in place (as an editor that keeps the file does); the text is wiped once written.
+void write_config(const std::string& path, const TextKey& priv, const TextKey& psk, const PublicKey& peer) {
+  const std::string pub = peer.to_base64();
+  char text[512];
+  size_t n = 0;
+  auto add = [&](const char* s) {
+    const size_t len = std::strlen(s);
+    std::memcpy(text + n, s, len);
+    n += len;
+  };
+  add("[Interface]\nPrivateKey = ");
+  priv.put_base64(text + n);
+  n += 44;
+  add("\nAddress = 198.19.0.1/24\n\n[Peer]\nPublicKey = ");
+  add(pub.c_str());
+  add("\nPresharedKey = ");
+  psk.put_base64(text + n);
+  n += 44;
+  add("\nAllowedIPs = 198.19.0.2/32\n");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const bool written = fd >= 0 && ::write(fd, text, n) == static_cast<ssize_t>(n);
+  if (fd >= 0) ::close(fd);
+  secure_wipe(text, sizeof text);
+  scrub_stack();  // the test's side of the file: not the code under test
+  REQUIRE(written);
+}
+
+}  // namespace
+
+// SIGHUP's path (programs::reload: the file read, parsed, applied as wg syncconf): after a
+// reload to new keys, the old private key and preshared key are nowhere in memory, raw or
+// as text, and neither is the peer's preshared key once the peer is removed.
+TEST_CASE("key zeroing: a reload to new keys, then a peer removed, leave no old key or preshared key",
+          "[keypair][device]") {
+  Pair pr;
+  pr.exchange(1);
+  char dir[] = "/tmp/wgnet-keys.XXXXXX";
+  REQUIRE(::mkdtemp(dir));
+  const std::string path = std::string(dir) + "/wg0.conf";
+  const PublicKey peer = pr.pair.b.pub();
+  const TextKey priv1 = TextKey::make(), psk1 = TextKey::make(), priv2 = TextKey::make(), psk2 = TextKey::make();
+  const auto load = [](const std::string& p) { return load_config(p); };
+
+  write_config(path, priv1, psk1, peer);
+  REQUIRE(programs::reload(pr.a, path, load, "test").ok);
+  {
+    const Scan held = scan_memory({priv1.raw, psk1.raw});
+    CHECK_FALSE(held.hits.empty());  // the search finds the keys in use
+  }
+  write_config(path, priv2, psk2, peer);
+  REQUIRE(programs::reload(pr.a, path, load, "test").ok);
+  std::vector<MaskedKey> old;
+  for (const TextKey* k : {&priv1, &psk1})
+    for (const MaskedKey& m : k->all()) old.push_back(m);
+  {
+    const Scan s = scan_memory(old);
+    INFO("after the reload to new keys: " << describe(s));
+    CHECK(s.bytes > 0);
+    CHECK(s.hits.empty());
+  }
+  pr.pair.a_to_b.reset();
+  pr.a.remove_peer(peer);
+  for (const MaskedKey& m : psk2.all()) old.push_back(m);
+  {
+    const Scan s = scan_memory(old);
+    INFO("after the peer's removal: " << describe(s));
+    CHECK(s.hits.empty());
+  }
+  ::unlink(path.c_str());
+  ::rmdir(dir);
 }
 
 // The same at the AEAD's level, for one idle thread: its contexts keep the key it used
