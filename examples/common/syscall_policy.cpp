@@ -100,15 +100,17 @@ void add_socket(std::vector<SyscallRule>& rules, int family, int type, int proto
     rules.push_back({"socket", {is(0, family), masked(1, kSocketType, type), is(2, p)}});
 }
 
-// UDP and TCP over IPv4 and IPv6, Unix and routing netlink: bind/linux.cpp (the
-// WireGuard port, also when `wg set` changes it) and glibc's getaddrinfo for endpoint
-// names (DNS over UDP and TCP, nscd, AI_ADDRCONFIG's rtnetlink).
+// UDP and TCP over IPv4 and IPv6 and routing netlink: bind/linux.cpp (the WireGuard
+// port, also when `wg set` changes it) and glibc's getaddrinfo for endpoint names (DNS
+// over UDP and TCP, AI_ADDRCONFIG's rtnetlink). No Unix socket: connect() to a path is
+// beyond Landlock, and would reach another daemon's UAPI socket (its private key, for
+// the same uid). glibc's nscd client gets EACCES and asks DNS itself.
 void add_udp_and_resolver_sockets(std::vector<SyscallRule>& r) {
   for (int family : {AF_INET, AF_INET6}) {
     add_socket(r, family, SOCK_DGRAM, IPPROTO_UDP);
     add_socket(r, family, SOCK_STREAM, IPPROTO_TCP);
   }
-  r.push_back({"socket", {is(0, AF_UNIX)}});
+  r.push_back({"socket", {is(0, AF_UNIX)}, EACCES});
   r.push_back({"socket", {is(0, AF_NETLINK), is(2, NETLINK_ROUTE)}});
 }
 

@@ -143,6 +143,7 @@ enum class Expect {
   enosys,     // fails with ENOSYS (clone3: glibc falls back to clone)
   succeeds,   // returns >= 0
   not_eperm,  // passes the filter; the kernel's answer is an error other than EPERM
+  eacces,     // fails with EACCES (the filter's answer to a Unix socket)
   killed,     // the kernel kills the child with SIGSYS (a foreign system-call ABI)
   none,       // not tried for this program
 };
@@ -180,6 +181,7 @@ bool met(const Outcome& o, Expect e, bool sigsys, long nr) {
     case Expect::enosys: return failed && o.report.err == ENOSYS;
     case Expect::succeeds: return returned && o.report.value >= 0;
     case Expect::not_eperm: return failed && o.report.err != EPERM;
+    case Expect::eacces: return failed && o.report.err == EACCES;
     case Expect::killed: return !o.reported && o.signal == SIGSYS;
     case Expect::none: return true;
   }
@@ -192,6 +194,7 @@ const char* expectation(Expect e, bool sigsys) {
     case Expect::enosys: return "ENOSYS";
     case Expect::succeeds: return "allowed";
     case Expect::not_eperm: return "allowed (the kernel's error)";
+    case Expect::eacces: return "EACCES";
     case Expect::killed: return "killed (SIGSYS)";
     case Expect::none: return "";
   }
@@ -360,12 +363,14 @@ std::vector<Probe> probes(const std::string& dir, pid_t daemon, int sock_fd, int
          std::strcpy(ifr.ifr_name, "lo");
          return sys(SYS_ioctl, sock_fd, SIOCGIFFLAGS, ptr(&ifr));
        }},
-      // What wg-netstack needs and wg-tun does not: TCP, UDP from the resolver, nscd.
+      // What wg-netstack needs and wg-tun does not: TCP, UDP from the resolver.
       {"socket(AF_INET, SOCK_STREAM)", SYS_socket, E::succeeds, E::refused,
        sock(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP)},
       {"socket(AF_INET6, SOCK_STREAM, 0)", SYS_socket, E::succeeds, E::refused, sock(AF_INET6, SOCK_STREAM, 0)},
       {"socket(AF_INET6, SOCK_DGRAM, 0)", SYS_socket, E::succeeds, E::refused, sock(AF_INET6, SOCK_DGRAM, 0)},
-      {"socket(AF_UNIX, SOCK_STREAM)", SYS_socket, E::succeeds, E::refused, sock(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)},
+      // A Unix socket could connect() to another daemon's UAPI socket: glibc's nscd
+      // client gets EACCES from wg-netstack's filter, wg-tun's refuses it outright.
+      {"socket(AF_UNIX, SOCK_STREAM)", SYS_socket, E::eacces, E::refused, sock(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)},
       // Used by neither.
       {"socketpair(AF_UNIX)", SYS_socketpair, E::refused, E::refused,
        [] {
