@@ -132,6 +132,7 @@ bool binds_low_port(const Options& o, const ServicePlan& plan, const ProxyConfig
   for (auto* ls : {&plan.socks, &plan.http})
     for (auto& l : *ls) ports.push_back(port_of(l.address));
   for (auto& f : plan.tunnel_forwards) ports.push_back(f.from_port);
+  for (auto& sni : pc.sni) ports.push_back(sni.bind.port);
   for (auto& f : o.forwards) {
     try {
       ports.push_back(parse_forward(f).from_port);
