@@ -359,12 +359,13 @@ std::unique_ptr<Tun> Tun::open_events(std::vector<UniqueFd>& fds, std::string na
                                    nl_fd, close_fd.release(), wake_fd.release());
   tun->mtu_ = st.mtu;
   tun->up_ = st.up;
+  // Named here, so the name is there when create returns, and by the thread itself:
+  // naming another thread writes /proc/self/task/TID/comm, which Landlock may refuse.
   tun->events_ = std::thread([t = tun.get()] {
-    // By itself: naming another thread writes /proc/self/task/TID/comm, which a
-    // confined daemon may not open.
-    pthread_setname_np(pthread_self(), "tun-events");  // for ps/gdb (and the tests)
+    pthread_setname_np(pthread_self(), "tun-events");
     t->run_events();
   });
+  pthread_setname_np(tun->events_.native_handle(), "tun-events");  // for ps/gdb (and the tests)
   return tun;
 }
 
