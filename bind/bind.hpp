@@ -61,6 +61,10 @@ using ReceiveFn = std::function<size_t(std::span<const std::span<uint8_t>> bufs,
                                        std::span<size_t> sizes, std::span<Endpoint> eps,
                                        std::error_code& ec)>;
 
+// Told the destination of a datagram the network refused (ICMP destination or port
+// unreachable): nobody took it there.
+using UnreachableFn = std::function<void(const Endpoint& destination)>;
+
 class Bind {
 public:
   virtual ~Bind() = default;
@@ -77,6 +81,9 @@ public:
   // SO_MARK for every socket (0 = none).
   virtual void set_mark(uint32_t mark, std::error_code& ec) = 0;
   virtual size_t batch_size() const = 0;
+  // Where refusals are reported, from a receive function's thread; set while closed. A
+  // Bind that cannot learn of them never calls it.
+  virtual void set_unreachable(UnreachableFn fn) { (void)fn; }
 };
 
 }  // namespace conn

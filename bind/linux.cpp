@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <linux/errqueue.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -53,6 +54,13 @@ constexpr size_t kCarryKeep = 2 * LinuxBind::kGroBufferSize;
 
 std::error_code sys_error(int err) { return {err, std::system_category()}; }
 
+// The errors an ICMP error queued with IP_RECVERR leaves pending on the socket: the next
+// send or receive returns it once, whatever it is about.
+bool icmp_error(int err) {
+  return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN ||
+         err == ENONET || err == EPROTO;
+}
+
 template <class F>
 struct ScopeExit {
   F f;
@@ -71,7 +79,8 @@ int poll_ms(std::chrono::steady_clock::duration left) {
 // Waits until `fd` has `events` or `wake` is signalled (close()). Returns false with ec
 // set on close (operation_canceled), at the deadline (EAGAIN) or on a poll error.
 bool wait_for(int fd, short events, int wake, std::chrono::steady_clock::time_point deadline,
-              std::error_code& ec) {
+              std::error_code& ec,
+              short* revents = nullptr) {
   for (;;) {
     int timeout = -1;
     if (deadline != std::chrono::steady_clock::time_point::max()) {
@@ -94,7 +103,10 @@ bool wait_for(int fd, short events, int wake, std::chrono::steady_clock::time_po
       return false;
     }
     // Ready, or an error/hang-up on the socket: the next syscall reports it.
-    if (p[0].revents) return true;
+    if (p[0].revents) {
+      if (revents) *revents = p[0].revents;
+      return true;
+    }
   }
 }
 
@@ -131,6 +143,7 @@ Fd open_socket(int family, uint16_t port, bool want_gro, bool reuseport, bool& g
   int r;
   if (family == AF_INET) {
     if (!set_int(fd.get(), IPPROTO_IP, IP_PKTINFO, 1, ec)) return {};
+    if (!set_int(fd.get(), IPPROTO_IP, IP_RECVERR, 1, ec)) return {};
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(port);
@@ -139,6 +152,7 @@ Fd open_socket(int family, uint16_t port, bool want_gro, bool reuseport, bool& g
   } else {
     if (!set_int(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 1, ec)) return {};
     if (!set_int(fd.get(), IPPROTO_IPV6, IPV6_RECVPKTINFO, 1, ec)) return {};
+    if (!set_int(fd.get(), IPPROTO_IPV6, IPV6_RECVERR, 1, ec)) return {};
     sockaddr_in6 sa{};
     sa.sin6_family = AF_INET6;
     sa.sin6_port = htons(port);
@@ -281,6 +295,7 @@ size_t send_some(SendFn send_fn, int fd, int wake, std::span<const std::span<con
                  std::chrono::steady_clock::time_point deadline, std::error_code& ec, bool& segmented) {
   SendBatch b;  // ~18 KB of stack, nothing on the heap
   size_t sent = 0;
+  size_t pending_at = SIZE_MAX;  // where an ICMP error left pending was taken
   segmented = false;
   while (sent < bufs.size()) {
     // After a partial send the rest is built afresh: simpler than resuming mid-batch.
@@ -294,6 +309,12 @@ size_t send_some(SendFn send_fn, int fd, int wake, std::span<const std::span<con
     if (err == EINTR) continue;
     if (err == EAGAIN || err == EWOULDBLOCK) {
       if (!wait_for(fd, POLLOUT, wake, deadline, ec)) return sent;
+      continue;
+    }
+    // A refusal of an earlier datagram, reported by the first send after it (the
+    // receive side reads the queued error): this one never left, and goes again, once.
+    if (icmp_error(err) && pending_at != sent) {
+      pending_at = sent;
       continue;
     }
     ec = sys_error(err);
@@ -635,9 +656,11 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
 
   // 1. What an earlier receive could not hand out comes first.
   size_t out = s.carry.drain(bufs, at, sizes, eps, 0);
+  short revents = 0;
   if (out == 0 && s.drained &&
-      !wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec))
+      !wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec, &revents))
     return 0;
+  if (revents & POLLERR) read_errors(s);
   s.drained = false;
   while (out < n) {
     // 2. Read.
@@ -682,6 +705,10 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
     }
     int err = r == 0 ? EAGAIN : errno;
     if (err == EINTR) continue;
+    if (icmp_error(err)) {
+      read_errors(s);
+      continue;
+    }
     if (out > 0) {  // hand out what there is; an error shows again on the next call
       s.drained = err == EAGAIN || err == EWOULDBLOCK;
       break;
@@ -690,10 +717,54 @@ size_t LinuxBind::receive(Socket& s, uint64_t generation, std::span<const std::s
       ec = sys_error(err);
       return 0;
     }
-    if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec)) return 0;
+    revents = 0;
+    if (!wait_for(s.fd.get(), POLLIN, wake, std::chrono::steady_clock::time_point::max(), ec, &revents))
+      return 0;
+    if (revents & POLLERR) read_errors(s);
   }
   ec.clear();
   return out;
+}
+
+// Empties the socket's error queue (poll() reports POLLERR until it is empty), telling
+// unreachable_ the destination of each datagram refused by an ICMP destination
+// unreachable other than "fragmentation needed".
+void LinuxBind::read_errors(Socket& s) {
+  for (;;) {
+    sockaddr_in6 name{};  // room for either family
+    // The error and the offender's address, after the PKTINFO the socket asks for.
+    alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(in6_pktinfo)) +
+                                     CMSG_SPACE(sizeof(sock_extended_err) + sizeof(sockaddr_in6))];
+    msghdr h{};
+    h.msg_name = &name;
+    h.msg_namelen = sizeof name;
+    h.msg_control = control;
+    h.msg_controllen = sizeof control;
+    if (::recvmsg(s.fd.get(), &h, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+      if (errno == EINTR) continue;
+      return;  // EAGAIN: empty
+    }
+    if (!unreachable_) continue;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+      if (!((c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
+            (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR)) ||
+          c->cmsg_len < CMSG_LEN(sizeof(sock_extended_err)))
+        continue;
+      sock_extended_err e;
+      std::memcpy(&e, CMSG_DATA(c), sizeof e);
+      const bool refused = (e.ee_origin == SO_EE_ORIGIN_ICMP && e.ee_type == 3 && e.ee_code != 4) ||
+                           (e.ee_origin == SO_EE_ORIGIN_ICMP6 && e.ee_type == 1);
+      if (!refused) continue;
+      Endpoint ep;
+      endpoint_from(name, ep);
+      if (ep.family) unreachable_(ep);
+    }
+  }
+}
+
+void LinuxBind::set_unreachable(UnreachableFn fn) {
+  std::lock_guard life(lifecycle_mu_);
+  unreachable_ = std::move(fn);
 }
 
 void LinuxBind::send(std::span<const std::span<const uint8_t>> bufs, Endpoint& ep, std::error_code& ec) {

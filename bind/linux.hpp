@@ -104,6 +104,9 @@ public:
   // mark is remembered and applied by later open()s; setting the current mark is a no-op.
   void set_mark(uint32_t mark, std::error_code& ec) override;
   size_t batch_size() const override { return kBatchSize; }
+  // The sockets ask for ICMP errors (IP_RECVERR, IPV6_RECVERR); each destination or port
+  // unreachable about a datagram sent is reported with the datagram's destination.
+  void set_unreachable(UnreachableFn fn) override;
   // The sockets (receive functions) of the open bind; 0 when closed.
   size_t receivers() const;
 
@@ -118,6 +121,7 @@ private:
   struct Socket;   // one UDP socket and its receive scratch (linux.cpp)
   struct Sockets;  // the open sockets and the eventfd that close() signals
 
+  void read_errors(Socket& s);
   size_t receive(Socket& s, uint64_t generation, std::span<const std::span<uint8_t>> bufs,
                  std::span<uint8_t*> at, std::span<size_t> sizes, std::span<Endpoint> eps,
                  std::error_code& ec);
@@ -127,6 +131,7 @@ private:
   void leave();
 
   const Options options_;  // never changes
+  UnreachableFn unreachable_;  // changes only while closed
   // gso_: set by open(), cleared by a send that got EIO; gro_: set by open().
   std::atomic<bool> gso_{false};
   std::atomic<bool> gro_{false};

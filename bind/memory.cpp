@@ -6,11 +6,14 @@
 
 namespace conn {
 
-bool MemoryNetwork::deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data) {
+bool MemoryNetwork::deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data, bool* nobody) {
   std::lock_guard lock(mu_);
   if (filter_ && !filter_(from_port, to_port, data)) return false;
   auto it = binds_.find(to_port);
-  if (it == binds_.end()) return false;
+  if (it == binds_.end()) {
+    if (nobody) *nobody = true;
+    return false;
+  }
   return it->second->push(from_port, data);
 }
 
@@ -47,6 +50,7 @@ std::vector<ReceiveFn> MemoryBind::open(uint16_t port, uint16_t& actual_port, st
   actual_port = port;
   open_ = true;
   queue_.clear();
+  refused_.clear();
   ec.clear();
   return {[this](auto bufs, auto at, auto sizes, auto eps, std::error_code& e) {
     return receive(bufs, at, sizes, eps, e);
@@ -86,7 +90,17 @@ uint64_t MemoryBind::dropped() const {
 size_t MemoryBind::receive(std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at,
                            std::span<size_t> sizes, std::span<Endpoint> eps, std::error_code& ec) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !open_ || !queue_.empty(); });
+  for (;;) {
+    cv_.wait(lock, [&] { return !open_ || !queue_.empty() || !refused_.empty(); });
+    if (!open_ || refused_.empty()) break;
+    auto ports = std::move(refused_);
+    refused_.clear();
+    auto report = unreachable_;
+    lock.unlock();
+    for (uint16_t p : ports)
+      if (report) report(endpoint_for(p));
+    lock.lock();
+  }
   if (!open_) {
     ec = std::make_error_code(std::errc::operation_canceled);
     return 0;
@@ -126,7 +140,15 @@ void MemoryBind::send(std::span<const std::span<const uint8_t>> bufs, Endpoint& 
   }
   ec.clear();
   // Like UDP: datagrams to nowhere or to a full queue vanish.
-  for (auto& b : bufs) net_.deliver(from, ep.port, b);
+  bool nobody = false;
+  for (auto& b : bufs) net_.deliver(from, ep.port, b, &nobody);
+  if (!nobody) return;
+  {
+    std::lock_guard lock(mu_);
+    if (!unreachable_) return;
+    refused_.push_back(ep.port);
+  }
+  cv_.notify_all();
 }
 
 }  // namespace conn

@@ -20,8 +20,9 @@ class MemoryBind;
 
 class MemoryNetwork {
 public:
-  // Delivers a datagram to the bind on `port`; false if none or its queue is full.
-  bool deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data);
+  // Delivers a datagram to the bind on `port`; false if none (then *nobody is set) or
+  // its queue is full.
+  bool deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data, bool* nobody = nullptr);
   // Sees every datagram before delivery; one it returns false for is dropped (a lossy or
   // cut link, a capture). Called on the sender's thread, under the network's lock: it must
   // not send.
@@ -47,6 +48,12 @@ public:
   void send(std::span<const std::span<const uint8_t>> bufs, Endpoint& ep, std::error_code& ec) override;
   void set_mark(uint32_t mark, std::error_code& ec) override { mark_ = mark; ec.clear(); }
   size_t batch_size() const override { return 128; }
+  // A datagram to a port no bind holds is reported as refused, from the receive
+  // function's thread as LinuxBind does.
+  void set_unreachable(UnreachableFn fn) override {
+    std::lock_guard lock(mu_);
+    unreachable_ = std::move(fn);
+  }
 
   // Hands out up to n datagrams back to back in one buffer, as a receive with UDP GRO
   // does (conn::ReceiveFn: the zero-copy contract); 1, the default, one per buffer.
@@ -75,6 +82,8 @@ private:
     std::vector<uint8_t> data;
   };
   std::deque<Datagram> queue_;
+  UnreachableFn unreachable_;
+  std::deque<uint16_t> refused_;  // destination ports, to report
   bool open_ = false;
   uint16_t port_ = 0;
   uint64_t dropped_ = 0;

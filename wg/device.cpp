@@ -40,6 +40,7 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
     name_thread("wg-handshake");
     handshake_worker();
   });
+  bind_.set_unreachable([this](const conn::Endpoint& ep) { endpoint_refused(ep); });
   timer_thread_ = std::thread([this] {
     name_thread("wg-timers");
     timer_list_.run([this] { return now(); }, [this](Peer& p, const TimerActions& a) { run_timers(p, a); });
@@ -65,6 +66,7 @@ void Device::close() {
     for (auto& w : workers_) w.join();
     handshake_thread_.join();
     timer_thread_.join();
+    bind_.set_unreachable({});
     // Return what is still queued (peers keep buffers in staged and in-order queues).
     std::unique_lock lock(config_mu_);
     for (auto& [key, p] : peers_) {

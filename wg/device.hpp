@@ -151,6 +151,8 @@ private:
   void send_staged(Peer& p);
   // A handshake initiation, at most one per REKEY_TIMEOUT; `retry`: a retransmission.
   void send_initiation(Peer& p, bool retry);
+  // The Bind's report of a datagram to `destination` refused by the network.
+  void endpoint_refused(const conn::Endpoint& destination);
   void send_keepalive(Peer& p);
   void encrypt_worker(Batch* b);
   void encrypt_batch(Batch& b);
@@ -203,6 +205,9 @@ private:
   WorkQueue<HandshakeJob> hs_jobs_;  // bounded by admission_
   HandshakeAdmission admission_;
   TimerList timer_list_;
+  // When any peer last sent an initiation: refusals later than REKEY_TIMEOUT after it
+  // concern no handshake, and are not looked up.
+  std::atomic<Clock::rep> last_initiation_{std::numeric_limits<Clock::rep>::min()};
   std::atomic<bool> up_{false};
   std::atomic<bool> closing_{false};
   // Set while the bind closes, so a receiver waiting for buffers gives up.

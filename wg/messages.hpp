@@ -26,6 +26,8 @@ inline constexpr auto kRejectAfterTime = 180s;
 inline constexpr auto kRekeyAttemptTime = 90s;
 inline constexpr auto kRekeyTimeout = 5s;
 inline constexpr auto kRekeyTimeoutJitterMax = 334ms;
+// The first retry of an initiation the network refused (ours, not the paper's).
+inline constexpr auto kRefusedRetry = 100ms;
 inline constexpr auto kKeepaliveTimeout = 10s;
 inline constexpr auto kCookieRefreshTime = 120s;
 inline constexpr auto kHandshakeInitiationRate = 20ms;

@@ -55,8 +55,9 @@ bool Peer::create_initiation(const noise::Identity& local, TimePoint now, const 
                              MessageInitiation& out) {
   {
     std::lock_guard lock(handshake_mu_);
-    if (last_sent_handshake_ && now - *last_sent_handshake_ < kRekeyTimeout) return false;
+    if (last_sent_handshake_ && now - *last_sent_handshake_ < initiation_gap_) return false;
     last_sent_handshake_ = now;
+    initiation_gap_ = kRekeyTimeout;
     if (handshake_.local_index) shared_.indices.remove(handshake_.local_index);
     const uint32_t idx = shared_.indices.new_index(shared_from_this());
     if (!noise::create_initiation(handshake_, local, crypto::generate_private_key(), timestamp, idx, out)) {
@@ -67,6 +68,16 @@ bool Peer::create_initiation(const noise::Identity& local, TimePoint now, const 
   }
   cookies_.add_macs(std::span(reinterpret_cast<uint8_t*>(&out), sizeof out), now);
   return true;
+}
+
+std::optional<TimePoint> Peer::last_initiation() const {
+  std::lock_guard lock(handshake_mu_);
+  return last_sent_handshake_;
+}
+
+void Peer::allow_initiation_after(TimePoint sent, Clock::duration gap) {
+  std::lock_guard lock(handshake_mu_);
+  if (last_sent_handshake_ == sent) initiation_gap_ = gap;
 }
 
 Peer::Answer Peer::answer_initiation(const noise::ConsumedInitiation& in, TimePoint now, MessageResponse& out,

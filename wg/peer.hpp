@@ -80,9 +80,14 @@ public:
   // The static-static secret with `local`, for consuming an initiation from this peer.
   SymmetricKey static_static(const noise::Identity& local);
   // Initiator: a new initiation in `out` with its macs, under a fresh index. False (and
-  // nothing sent) within REKEY_TIMEOUT of the last one or when the handshake fails.
+  // nothing sent) within REKEY_TIMEOUT of the last one (or the gap a refusal allowed)
+  // or when the handshake fails.
   bool create_initiation(const noise::Identity& local, TimePoint now, const noise::Tai64n& timestamp,
                          MessageInitiation& out);
+  std::optional<TimePoint> last_initiation() const;
+  // The initiation sent at `sent` was refused: the next may go `gap` after it, if it is
+  // still the last one.
+  void allow_initiation_after(TimePoint sent, Clock::duration gap);
   // Responder: accepts `in` (refused: a replay or too soon) and writes the response with
   // its macs to `out` under a fresh index and the session's keys to `keys`.
   enum class Answer { answered, refused, failed };
@@ -212,6 +217,7 @@ private:
   mutable std::mutex handshake_mu_;
   noise::Handshake handshake_;
   std::optional<TimePoint> last_sent_handshake_;
+  Clock::duration initiation_gap_ = kRekeyTimeout;  // allowed after last_sent_handshake_
 
   // --- guarded by keypairs_mu_ ---
   mutable std::mutex keypairs_mu_;

@@ -188,6 +188,32 @@ void Device::send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> dat
   if (had_source && !ep->has_source) p.endpoint_source_failed(*ep);  // the Bind cleared it
 }
 
+// A peer whose initiation was refused (nobody listens at its endpoint: it may be starting)
+// retries sooner than REKEY_TIMEOUT, and its staged packets go as soon as it answers.
+void Device::endpoint_refused(const conn::Endpoint& destination) {
+  const auto now = this->now();
+  const TimePoint last{Clock::duration(last_initiation_.load(std::memory_order_relaxed))};
+  if (now - last > kRekeyTimeout) return;
+  PeerPtr p;
+  {
+    std::shared_lock lock(config_mu_);
+    for (const auto& [key, q] : peers_) {
+      const auto ep = q->endpoint();
+      if (ep && ep->same_destination(destination)) {
+        p = q;
+        break;
+      }
+    }
+  }
+  if (!p) return;
+  const auto sent = p->last_initiation();
+  if (!sent) return;
+  const auto gap = p->with_timers([&](Timers& t) { return t.initiation_refused(*sent); });
+  if (!gap) return;
+  p->allow_initiation_after(*sent, *gap);
+  timer_list_.poke_before(*p, *sent + *gap);
+}
+
 // Handshake initiation: at most one per REKEY_TIMEOUT, counted for the retry limit.
 void Device::send_initiation(Peer& p, bool retry) {
   if (!up_ || p.removed()) return;
@@ -203,6 +229,7 @@ void Device::send_initiation(Peer& p, bool retry) {
   // handshake_complete run) before send_to_peer returns; arming the retransmission after
   // it would resend an initiation that was already answered.
   p.with_timers([&](Timers& t) { on_initiation_sent(t, retry, now); });
+  last_initiation_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
   p.count_sent(sizeof msg);
   p.record_initiation(wall_now());
   std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);

@@ -58,12 +58,29 @@ void Timers::any_authenticated_packet_traversal(TimePoint now) {
 
 void Timers::handshake_initiated(TimePoint now) {
   retransmit_handshake_ = now + kRekeyTimeout + jitter();
+  early_retransmit_ = false;
 }
 
 void Timers::handshake_complete(TimePoint) {
   retransmit_handshake_.reset();
   attempts_ = 0;
   sent_lastminute_handshake = false;
+  refused_gap_ = {};
+  refused_sent_.reset();
+  early_retransmit_ = false;
+}
+
+std::optional<Clock::duration> Timers::initiation_refused(TimePoint sent) {
+  if (!retransmit_handshake_ || refused_sent_ == sent) return std::nullopt;
+  refused_sent_ = sent;
+  refused_gap_ = refused_gap_ == Clock::duration::zero()
+                     ? Clock::duration(kRefusedRetry)
+                     : std::min<Clock::duration>(2 * refused_gap_, kRekeyTimeout);
+  if (sent + refused_gap_ < *retransmit_handshake_) {
+    retransmit_handshake_ = sent + refused_gap_;
+    early_retransmit_ = true;
+  }
+  return refused_gap_;
 }
 
 void Timers::session_derived(TimePoint now) { zero_key_material_ = now + 3 * kRejectAfterTime; }
@@ -77,7 +94,8 @@ TimerActions Timers::tick(TimePoint now) {
       a.give_up = true;
       if (!zero_key_material_) zero_key_material_ = now + 3 * kRejectAfterTime;
     } else {
-      ++attempts_;
+      if (!early_retransmit_) ++attempts_;
+      early_retransmit_ = false;
       a.send_initiation = true;
       a.retry = true;
       a.clear_source = true;
@@ -116,6 +134,9 @@ void Timers::stop() {
   attempts_ = 0;
   need_another_keepalive = false;
   sent_lastminute_handshake = false;
+  refused_gap_ = {};
+  refused_sent_.reset();
+  early_retransmit_ = false;
 }
 
 }  // namespace wg

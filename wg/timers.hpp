@@ -1,6 +1,6 @@
 // The per-peer timers of the paper's section 6, sans-I/O; hooks are named by their event,
 // as in the kernel. Callers hold the peer's timers_mu_.
-//   handshake_initiated: retransmit in 5 s + jitter, up to 18 tries
+//   handshake_initiated: retransmit in 5 s + jitter, up to 18 tries (sooner when refused)
 //   data_sent: new handshake in 15 s + jitter unless a packet arrives
 //   data_received: keepalive in 10 s unless a packet is sent
 //   session_derived: zero keys in 540 s
@@ -45,6 +45,12 @@ public:
   void any_authenticated_packet_traversal(TimePoint now);
   void handshake_initiated(TimePoint now);
   void handshake_complete(TimePoint now);
+  // The initiation sent at `sent` was refused (ICMP unreachable: nobody listens there
+  // yet): its retransmission moves to `sent` + a gap starting at kRefusedRetry and
+  // doubling per refused initiation up to REKEY_TIMEOUT, until a handshake completes.
+  // Such an early retry is not counted against the attempt limit. Returns the gap; none
+  // when no retransmission is armed or this initiation was reported already.
+  std::optional<Clock::duration> initiation_refused(TimePoint sent);
   void session_derived(TimePoint now);
 
   // Runs every expired timer.
@@ -71,6 +77,9 @@ private:
   std::optional<TimePoint> new_handshake_;
   std::optional<TimePoint> zero_key_material_;
   std::optional<TimePoint> persistent_keepalive_;
+  Clock::duration refused_gap_{};           // zero: no refusal since the last handshake
+  std::optional<TimePoint> refused_sent_;   // the initiation refused last
+  bool early_retransmit_ = false;           // retransmit_handshake_ was moved by a refusal
 };
 
 }  // namespace wg

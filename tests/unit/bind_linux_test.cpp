@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <optional>
 
@@ -438,6 +439,53 @@ TEST_CASE("bind linux: a batch of 128 crosses loopback with sender and sticky so
   Received r2 = at_a.get();
   check_arrived(r2, reply);
   check_senders(r2, family, pb);
+}
+
+// A datagram to a closed port draws an ICMP port unreachable, reported from the receive
+// function with the datagram's destination.
+TEST_CASE("bind linux: a datagram to a closed port is reported as refused, with its destination", "[bind]") {
+  int family = GENERATE(4, 6);
+  if (family == 6 && !ipv6_loopback()) WGNET_SKIP("no IPv6 loopback address");
+  INFO("IPv" << family);
+  LinuxBind a, b;
+  std::mutex mu;
+  std::vector<Endpoint> refused;
+  a.set_unreachable([&](const Endpoint& ep) {
+    std::lock_guard lock(mu);
+    refused.push_back(ep);
+  });
+  uint16_t pa = 0, pb = 0;
+  std::error_code ec;
+  auto fa = a.open(0, pa, ec);
+  REQUIRE_FALSE(ec);
+  auto fb = b.open(0, pb, ec);
+  REQUIRE_FALSE(ec);
+  const size_t slot = family == 4 ? 0 : 1;
+  REQUIRE(fa.size() > slot);
+  uint16_t closed = 0;  // a port known to be free: opened, then closed
+  {
+    LinuxBind c;
+    c.open(0, closed, ec);
+    REQUIRE_FALSE(ec);
+  }
+
+  // a's receive function reads the queued error and reports it, then still takes a
+  // datagram from b.
+  Collector at_a(a, fa[slot], 1);
+  Endpoint nowhere = endpoint(loopback(family, closed));
+  std::vector<std::vector<uint8_t>> one{datagram(0, 9)};
+  send_batch(a, one, nowhere);
+  REQUIRE(wgtest::eventually([&] {
+    std::lock_guard lock(mu);
+    return !refused.empty();
+  }));
+  std::vector<std::vector<uint8_t>> back{datagram(1, 4)};
+  Endpoint to_a = endpoint(loopback(family, pa));
+  send_batch(b, back, to_a);
+  check_arrived(at_a.get(), back);
+  std::lock_guard lock(mu);
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].same_destination(nowhere));
 }
 
 TEST_CASE("bind linux: a bogus sticky source is cleared and the batch still arrives", "[bind]") {
@@ -1079,7 +1127,7 @@ namespace {
 // at once) and ENOBUFS (the device queue or kernel memory ran out) send nothing; a
 // partial send takes only the first message, as sendmmsg does when a later one would
 // block. Past the script every call is the real one.
-enum class SendFault { none, eintr, eagain, partial, enobufs };
+enum class SendFault { none, eintr, eagain, partial, enobufs, econnrefused };
 std::vector<SendFault> fault_script;
 std::atomic<size_t> fault_calls{0};
 
@@ -1094,6 +1142,9 @@ int faulty_sendmmsg(int fd, mmsghdr* msgs, unsigned n, int flags) {
       return -1;
     case SendFault::enobufs:
       errno = ENOBUFS;
+      return -1;
+    case SendFault::econnrefused:  // an ICMP error pending on the socket, taken by this send
+      errno = ECONNREFUSED;
       return -1;
     case SendFault::partial:
       return ::sendmmsg(fd, msgs, std::min(n, 1u), flags);
@@ -1125,6 +1176,24 @@ TEST_CASE("bind linux: EINTR, EAGAIN and partial sends from sendmmsg lose nothin
   CHECK(fault_calls > fault_script.size());  // the whole script was played, then real calls
   fault_script.clear();
   check_from(at_b.get(), concat({sent, sent, sent}), 4, p.pa);
+}
+
+// The kernel leaves an ICMP error pending on the socket, and the next send, to anyone,
+// returns it instead of sending: that send goes again and nothing is lost or reported.
+TEST_CASE("bind linux: a pending ICMP error taken by a send loses nothing", "[bind]") {
+  using F = SendFault;
+  fault_script = {F::econnrefused, F::partial, F::econnrefused};
+  fault_calls = 0;
+  LinuxBind::Options oa = options(false, true);
+  oa.sendmmsg = faulty_sendmmsg;
+  Pair p(oa, options(true, true));
+  auto sent = equal_batch(100, 500, 34);
+  Collector at_b(p.b, p.fb[0], sent.size(), 65600);
+  Endpoint to_b = endpoint(loopback(4, p.pb));
+  send_batch(p.a, sent, to_b);  // reports no error
+  CHECK(fault_calls > fault_script.size());
+  fault_script.clear();
+  check_from(at_b.get(), sent, 4, p.pa);
 }
 
 TEST_CASE("bind linux: ENOBUFS from sendmmsg is reported, the next send goes whole", "[bind]") {

@@ -268,3 +268,49 @@ TEST_CASE("device clock: a removed peer is freed by the timer round that drops i
   REQUIRE(pr.a.dev.clock_moved());  // a whole timer round began after the removal
   CHECK(gone.expired());
 }
+
+// A peer not listening yet (a service started just after its client): the network
+// refuses the initiation (ICMP port unreachable, here the memory network's report), and
+// the retry comes 100 ms after it, then 200, 400, ... instead of REKEY_TIMEOUT later, so
+// the packet that waits goes soon after the peer is up.
+TEST_CASE("device clock: a refused initiation is retried after 100 ms, doubling, until the peer listens",
+          "[device][clock]") {
+  Pair pr;
+  pr.b.dev.down();  // b's port is closed: datagrams to it are refused
+  pr.a.tun.inject(ip4_packet(1, 2, 0x77));
+  REQUIRE(eventually([&] { return pr.wire.count(pr.pa(), MessageType::initiation) == 1; }));
+  // The refusal reaches a's timers from its receive thread: wait for the moved deadline.
+  auto retry_after = [&](Clock::duration gap) {
+    return eventually([&] {
+      auto sent = pr.a_to_b->last_initiation();
+      auto next = pr.a_to_b->with_timers([](Timers& t) { return t.next_deadline(); });
+      return sent && next && *next == *sent + gap;
+    });
+  };
+  constexpr auto kStep = 10ms;
+  Clock::duration last = 0s;
+  for (auto gap : {100ms, 200ms, 400ms}) {
+    REQUIRE(retry_after(gap));
+    const size_t before = pr.wire.count(pr.pa(), MessageType::initiation);
+    Clock::duration waited = 0s;
+    while (pr.wire.count(pr.pa(), MessageType::initiation) == before && waited < 1s) {
+      pr.clock.advance(kStep);
+      waited += kStep;
+      REQUIRE(pr.a.dev.clock_moved());
+    }
+    const auto at = pr.clock.elapsed();
+    CHECK(at - last >= gap);
+    CHECK(at - last < gap + kStep);
+    last = at;
+  }
+  CHECK(pr.a_to_b->with_timers([](Timers& t) { return t.handshake_attempts(); }) == 0);
+  // The fourth was refused too; then b comes up, the next retry (800 ms on) is answered
+  // and the packet that waited follows.
+  REQUIRE(retry_after(800ms));
+  REQUIRE(!pr.b.dev.up());
+  pr.advance(800ms);
+  auto got = pr.b.tun.take(5s);
+  REQUIRE(got);
+  CHECK(*got == ip4_packet(1, 2, 0x77));
+  CHECK(pr.wire.count(pr.pa(), MessageType::initiation) == 5);
+}
