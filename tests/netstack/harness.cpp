@@ -131,6 +131,14 @@ std::optional<TcpOptions> syn_options(const uint8_t* pkt, size_t len, bool ack) 
 }
 
 void CaptureTun::note(const uint8_t* pkt, size_t len, bool inbound) {
+  if (!inbound) {
+    if (auto dst = wg::packet_destination(pkt, len)) {
+      std::lock_guard lock(mu_);
+      auto it = std::find_if(sent_to_.begin(), sent_to_.end(), [&](auto& e) { return e.first == *dst; });
+      if (it == sent_to_.end()) sent_to_.emplace_back(*dst, 1);
+      else ++it->second;
+    }
+  }
   auto o = syn_options(pkt, len, inbound);
   if (!o) return;
   std::lock_guard lock(mu_);

@@ -27,10 +27,12 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bind/linux.hpp"
 #include "netstack/stack.hpp"
+#include "wg/base/ip.hpp"
 #include "wg/device.hpp"
 
 namespace netstack_test {
@@ -87,7 +89,8 @@ struct TcpOptions {
 std::optional<TcpOptions> syn_options(const uint8_t* pkt, size_t len, bool ack);
 
 // The tun::Device the test's wg::Device sees: the Stack, with the first SYN it sends
-// and the first SYN-ACK it receives noted per IP version.
+// and the first SYN-ACK it receives noted per IP version, and how many packets the
+// Device has read for each destination.
 class CaptureTun final : public tun::Device {
 public:
   explicit CaptureTun(netstack::Stack& s) : s_(s) {}
@@ -115,6 +118,14 @@ public:
     std::lock_guard lock(mu_);
     return received_[version == 6];
   }
+  // The Stack's packets the Device has read so far, to `to`. The Stack hands them out
+  // in the order it sent them.
+  uint64_t sent_to(const wg::IpAddress& to) {
+    std::lock_guard lock(mu_);
+    for (auto& [dst, n] : sent_to_)
+      if (dst == to) return n;
+    return 0;
+  }
 
 private:
   void note(const uint8_t* pkt, size_t len, bool inbound);
@@ -122,6 +133,7 @@ private:
   netstack::Stack& s_;
   std::mutex mu_;
   TcpOptions sent_[2], received_[2];
+  std::vector<std::pair<wg::IpAddress, uint64_t>> sent_to_;  // a few destinations
 };
 
 // --- the fixture: one per process, made on first use ---

@@ -26,6 +26,7 @@
 #include "eventually.hpp"
 #include "netns_child.hpp"
 #include "packet_bytes.hpp"
+#include "thread_state.hpp"
 #include "tunlinux/tun.hpp"
 #include "wg/base/fd.hpp"
 
@@ -184,23 +185,6 @@ inline size_t threads_named(const std::string& name) {
     n += got == name;
   }
   return n;
-}
-
-// Waits until the thread whose id `tid` holds sleeps in the kernel (state S in
-// /proc/self/task/TID/stat): a reader blocked in its read, not one still on its way there.
-inline bool blocked_in_kernel(const std::atomic<pid_t>& tid) {
-  using namespace std::chrono_literals;
-  return eventually(
-      [&] {
-        const pid_t t = tid.load();
-        if (t == 0) return false;
-        std::ifstream stat("/proc/self/task/" + std::to_string(t) + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        const auto end_of_name = line.rfind(')');
-        return end_of_name != std::string::npos && end_of_name + 2 < line.size() && line[end_of_name + 2] == 'S';
-      },
-      2s);
 }
 
 }  // namespace wgtest

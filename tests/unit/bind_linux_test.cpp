@@ -36,6 +36,7 @@
 #include "skip.hpp"
 #include "../support/eventually.hpp"
 #include "../support/netns_child.hpp"
+#include "../support/thread_state.hpp"
 
 using conn::Endpoint;
 using conn::LinuxBind;
@@ -285,6 +286,7 @@ TEST_CASE("bind linux: several sockets per family share the port and spread send
 
   SECTION("64 senders over IPv4: every datagram once, on the first three receivers, spread") {
     constexpr int kSenders = 64, kEach = 4;
+    constexpr uint8_t kMarker = 0xff;  // second byte of a sender's last datagram
     std::vector<std::unique_ptr<LinuxBind>> senders;
     for (int i = 0; i < kSenders; ++i) {
       senders.push_back(std::make_unique<LinuxBind>());
@@ -292,9 +294,10 @@ TEST_CASE("bind linux: several sockets per family share the port and spread send
       senders.back()->open(0, p, ec);
       REQUIRE_FALSE(ec);
     }
-    // Each receiver counts into `total`; the test closes the bind once all arrived (or
-    // after 10 s, which then fails below), never on a fixed sleep.
-    std::atomic<size_t> total{0};
+    // Each receiver counts data into `total` and end markers into `markers`; the test
+    // closes the bind once every marker arrived (or after 10 s, which then fails
+    // below), never on a fixed sleep.
+    std::atomic<size_t> total{0}, markers{0};
     std::vector<std::future<std::vector<std::vector<uint8_t>>>> got;
     for (size_t r = 0; r < 3; ++r)
       got.push_back(std::async(std::launch::async, [&, r] {
@@ -307,8 +310,10 @@ TEST_CASE("bind linux: several sockets per family share the port and spread send
           std::error_code e;
           const size_t n = fns[r](bufs, at, sizes, eps, e);
           if (e) return out;
-          for (size_t i = 0; i < n; ++i) out.emplace_back(at[i], at[i] + sizes[i]);
-          total += n;
+          for (size_t i = 0; i < n; ++i) {
+            out.emplace_back(at[i], at[i] + sizes[i]);
+            ++(sizes[i] == 2 && at[i][1] == kMarker ? markers : total);
+          }
         }
       }));
     for (int i = 0; i < kSenders; ++i) {
@@ -317,9 +322,19 @@ TEST_CASE("bind linux: several sockets per family share the port and spread send
       for (int k = 0; k < kEach; ++k) d.push_back({static_cast<uint8_t>(i), static_cast<uint8_t>(k)});
       send_batch(*senders[i], d, to);
     }
-    wgtest::eventually([&] { return total >= kSenders * kEach; }, 10s, 1ms);
-    std::this_thread::sleep_for(20ms);  // a duplicate, if any, would arrive now
-    b.close();
+    const bool all_data = wgtest::eventually([&] { return total >= kSenders * kEach; }, 10s, 1ms);
+    // Then each sender's marker: the kernel puts one sender's datagrams on one socket
+    // of the group, in order, so once a sender's marker is read, a duplicate of its
+    // datagrams would have been read before it.
+    for (int i = 0; i < kSenders; ++i) {
+      Endpoint to = endpoint(loopback(4, port));
+      const std::vector<std::vector<uint8_t>> marker{std::vector<uint8_t>{static_cast<uint8_t>(i), kMarker}};
+      send_batch(*senders[i], marker, to);
+    }
+    const bool all_markers = wgtest::eventually([&] { return markers >= kSenders; }, 10s, 1ms);
+    b.close();  // first: a failed REQUIRE would otherwise wait on blocked receivers
+    REQUIRE(all_data);
+    REQUIRE(all_markers);
     std::map<int, std::set<size_t>> receiver_of;  // sender -> receivers that got its datagrams
     size_t used = 0;
     for (size_t r = 0; r < 3; ++r) {
@@ -331,8 +346,9 @@ TEST_CASE("bind linux: several sockets per family share the port and spread send
       }
     }
     CHECK(total == kSenders * kEach);
+    CHECK(markers == kSenders);
     CHECK(receiver_of.size() == kSenders);
-    for (auto& [sender, rs] : receiver_of) CHECK(rs.size() == 1);  // one sender, one socket
+    for (auto& [sender, rs] : receiver_of) CHECK(rs.size() == 1);  // one sender (marker too), one socket
     CHECK(used >= 2);  // 64 senders all on one of 3 sockets: (1/3)^63
   }
   SECTION("sends go out, from the group's port") {
@@ -536,17 +552,35 @@ TEST_CASE("bind linux: close unblocks a blocked receive, later receives are canc
   std::array<uint8_t*, 1> at{};
   std::array<size_t, 1> sizes{};
   std::array<Endpoint, 1> eps{};
+  std::atomic<pid_t> receiver{0};
   auto blocked = std::async(std::launch::async, [&] {
+    receiver = ::gettid();
     std::error_code e;
     size_t n = fns[0](bufs, at, sizes, eps, e);
     return std::pair{n, e};
   });
-  REQUIRE(blocked.wait_for(100ms) == std::future_status::timeout);  // really blocked
+  // Asleep in the receive, not on its way to it: close() must wake it, not merely make
+  // a later call fail.
+  REQUIRE(wgtest::blocked_in_kernel(receiver));
+  REQUIRE(blocked.wait_for(0s) == std::future_status::timeout);
 
-  auto t0 = std::chrono::steady_clock::now();
-  b.close();
-  REQUIRE(blocked.wait_for(1s) == std::future_status::ready);
-  REQUIRE(std::chrono::steady_clock::now() - t0 < 1s);
+  // The receive waits without a deadline, so operation_canceled can only come from
+  // close() waking it. close() waits for the receive to leave, so it runs beside the
+  // test: a receive it fails to wake is released by a datagram after 10 s and then
+  // returns that datagram, failing below instead of hanging the test.
+  auto closing = std::async(std::launch::async, [&] { b.close(); });
+  if (blocked.wait_for(10s) != std::future_status::ready) {
+    LinuxBind sender;
+    uint16_t p = 0;
+    sender.open(0, p, ec);
+    const std::vector<std::vector<uint8_t>> release{std::vector<uint8_t>{1}};
+    for (int family : {4, 6})
+      if (family == 4 || ipv6_loopback()) {
+        Endpoint to = endpoint(loopback(family, port));
+        send_batch(sender, release, to);
+      }
+  }
+  closing.get();
   auto [n, e] = blocked.get();
   REQUIRE(n == 0);
   REQUIRE(e == std::errc::operation_canceled);

@@ -1,10 +1,13 @@
 // The data path's buffer pool: bounded, blocking takes, and a take that a stop flag ends.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
 
+#include "../support/thread_state.hpp"
 #include "wg/buffer_pool.hpp"
 
 using namespace std::chrono_literals;
@@ -26,9 +29,15 @@ TEST_CASE("pool: a take waiting on an empty pool returns nothing once its stop i
   REQUIRE(pool.take(held, 2) == 2);
   std::atomic<bool> stop{false};
   uint8_t* more[1] = {};
-  auto waiter = std::async(std::launch::async, [&] { return pool.take(more, 1, &stop); });
+  std::atomic<pid_t> tid{0};
+  auto waiter = std::async(std::launch::async, [&] {
+    tid = ::gettid();
+    return pool.take(more, 1, &stop);
+  });
   CloseAtExit close_at_exit{pool};
-  CHECK(waiter.wait_for(200ms) == std::future_status::timeout);  // none free: it waits
+  // None free: it waits, asleep in take() and not returned.
+  CHECK(wgtest::blocked_in_kernel(tid));
+  CHECK(waiter.wait_for(0s) == std::future_status::timeout);
   stop = true;
   pool.wake();
   REQUIRE(waiter.wait_for(5s) == std::future_status::ready);
@@ -44,9 +53,14 @@ TEST_CASE("pool: a waiting take gets a buffer given back, and at least one of wh
   REQUIRE(pool.take(held, 3) == 3);
   std::atomic<bool> stop{false};
   uint8_t* more[3] = {};
-  auto waiter = std::async(std::launch::async, [&] { return pool.take(more, 3, &stop); });
+  std::atomic<pid_t> tid{0};
+  auto waiter = std::async(std::launch::async, [&] {
+    tid = ::gettid();
+    return pool.take(more, 3, &stop);
+  });
   CloseAtExit close_at_exit{pool};
-  CHECK(waiter.wait_for(200ms) == std::future_status::timeout);
+  CHECK(wgtest::blocked_in_kernel(tid));
+  CHECK(waiter.wait_for(0s) == std::future_status::timeout);
   pool.give(held[1]);
   REQUIRE(waiter.wait_for(5s) == std::future_status::ready);
   CHECK(waiter.get() == 1);
