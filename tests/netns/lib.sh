@@ -125,7 +125,7 @@ start_impl() {
   case $impl in
     wg-tun) bin="$WGNET_BIN/wg-tun" ;;
     wg-tun-old) bin="$WGNET_OLD_BIN/wg-tun" ;;  # an earlier build, for before/after runs
-    wireguard-go) bin=wireguard-go ;;
+    wireguard-go) bin=${WIREGUARD_GO:-wireguard-go} ;;  # WIREGUARD_GO: another build of it
   esac
   # shellcheck disable=SC2086  # IMPL_ENV is a list of words
   ip netns exec "$ns" env ${IMPL_ENV:-} LOG_LEVEL="${IMPL_LOG_LEVEL:-verbose}" "$bin" -f "$iface" "$@" \
