@@ -19,7 +19,9 @@ class Peer;
 
 // Packets of one peer under one keypair, through the AEAD, then the peer's in-order queue.
 struct Batch {
-  enum class Kind { outbound, inbound } kind = Kind::outbound;
+  // control: one handshake message or cookie reply in bufs[0], to `peer`'s endpoint or,
+  // without a peer, to sources[0]; sent by a worker for the timer and handshake threads.
+  enum class Kind { outbound, inbound, control } kind = Kind::outbound;
   std::shared_ptr<Peer> peer;
   KeypairPtr keypair;
   size_t count = 0;

@@ -11,6 +11,9 @@
 #include "wg/base/secret_memory.hpp"
 
 namespace wg {
+
+thread_local bool Device::control_thread_ = false;
+
 namespace {
 
 void name_thread(const char* name) { pthread_setname_np(pthread_self(), name); }  // at most 15 chars
@@ -38,11 +41,13 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
   });
   handshake_thread_ = std::thread([this] {
     name_thread("wg-handshake");
+    control_thread_ = true;
     handshake_worker();
   });
   bind_.set_unreachable([this](const conn::Endpoint& ep) { endpoint_refused(ep); });
   timer_thread_ = std::thread([this] {
     name_thread("wg-timers");
+    control_thread_ = true;
     timer_list_.run([this] { return now(); }, [this](Peer& p, const TimerActions& a) { run_timers(p, a); });
   });
   for (size_t q = 0; q < tun.queues(); ++q) tun_threads_.emplace_back([this, &dev = tun.queue(q)] {
@@ -398,8 +403,11 @@ void Device::submit(Batch* b) {
   // A small batch (interactive traffic, a ping), or any batch on a small machine, is
   // cheaper to seal or open right here than to hand to a worker: two thread wake-ups
   // cost more than the crypto (DeviceOptions::inline_batch). Order is kept by the peer's
-  // queue either way.
-  if (b->count <= inline_batch_)
+  // queue either way. The timer and handshake threads never seal, send or wait here: one
+  // peer's full socket must not hold up every other peer's timers and handshakes.
+  if (control_thread_)
+    jobs_.push(b);
+  else if (b->count <= inline_batch_)
     crypt(b);
   else
     jobs_.push_wait(b);
@@ -412,8 +420,10 @@ void Device::crypto_worker() {
 void Device::crypt(Batch* b) {
   if (b->kind == Batch::Kind::outbound)
     encrypt_worker(b);
-  else
+  else if (b->kind == Batch::Kind::inbound)
     decrypt_worker(b);
+  else
+    send_control(b);
 }
 
 }  // namespace wg

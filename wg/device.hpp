@@ -122,8 +122,8 @@ public:
     return options_.wall_clock ? options_.wall_clock() : std::chrono::system_clock::now();
   }
   // After DeviceOptions::clock moved: returns once the timer thread ran its timers for
-  // the new time (initiations are with the bind; keepalives may still be in the
-  // pipeline). False once closing.
+  // the new time and the initiations they sent are with the bind (keepalives may still be
+  // in the pipeline). False once closing.
   bool clock_moved();
   size_t batch_size() const { return batch_; }
   const BufferPool& buffers() const { return buffers_; }
@@ -158,6 +158,10 @@ private:
   void encrypt_batch(Batch& b);
   void flush_outbound(Peer& p, Batch* done);
   void send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> datagrams);
+  // A handshake message or cookie reply, to p's endpoint (p null: to `to`). The timer and
+  // handshake threads hand it to a worker, so that no socket holds them up.
+  void send_message(Peer* p, const conn::Endpoint* to, std::span<const uint8_t> msg);
+  void send_control(Batch* b);
   // receive.cpp
   void bind_receiver(conn::ReceiveFn receive);
   void release_inbound(Batch& b);
@@ -205,6 +209,10 @@ private:
   WorkQueue<HandshakeJob> hs_jobs_;  // bounded by admission_
   HandshakeAdmission admission_;
   TimerList timer_list_;
+  // Messages handed to workers by send_message, and those sent (clock_moved waits).
+  std::atomic<uint64_t> messages_queued_{0}, messages_sent_{0};
+  // Set on the timer and handshake threads: they hand sealing and sending to workers.
+  static thread_local bool control_thread_;
   // When any peer last sent an initiation: refusals later than REKEY_TIMEOUT after it
   // concern no handshake, and are not looked up.
   std::atomic<Clock::rep> last_initiation_{std::numeric_limits<Clock::rep>::min()};

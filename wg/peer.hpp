@@ -149,8 +149,9 @@ public:
   void stage_keepalive();
   void clear_staged();
   bool has_staged();
-  // Moves staged packets into batches with kp's next nonces; emit(Batch*) runs under
-  // send_mu_, keeping nonce order. Stops when nonces run out.
+  // Moves staged packets into batches with kp's next nonces and queues each on the
+  // outbound queue, in nonce order, under send_mu_; emit(Batch*) runs after the lock is
+  // released (sealing and sending never hold it). Stops when nonces run out.
   struct Cut {
     bool nonces_exhausted = false;
     bool any = false;
@@ -161,7 +162,6 @@ public:
 
   // --- in-order queues (queue_mu_) ---
   // A batch joins its direction's queue before its crypto starts.
-  void queue_outbound(Batch* b) { queue(outbound_, b); }
   void queue_inbound(Batch* b) { queue(inbound_, b); }
   // Marks `done` finished and passes the queue's finished head batches to f in order,
   // without queue_mu_, unless another thread is already draining it.
@@ -190,6 +190,10 @@ public:
 private:
   friend struct PeerKeysAccess;  // tests of key zeroing
 
+  // Up to N batches of cut_staged; send_mu_ held.
+  template <size_t N>
+  size_t cut_locked(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, std::array<Batch*, N>& out,
+                    Cut& cut);
   void queue(std::deque<Batch*>& q, Batch* b) {
     std::lock_guard lock(queue_mu_);
     q.push_back(b);
@@ -260,8 +264,24 @@ using PeerPtr = std::shared_ptr<Peer>;
 template <class Emit>
 Peer::Cut Peer::cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit) {
   Cut cut;
-  std::lock_guard lock(send_mu_);
-  while (!staged_.empty() && !cut.nonces_exhausted) {
+  std::array<Batch*, 16> cut_now;
+  size_t n;
+  do {
+    n = 0;
+    {
+      std::lock_guard lock(send_mu_);
+      n = cut_locked(kp, batches, batch_size, cut_now, cut);
+    }
+    for (size_t i = 0; i < n; ++i) emit(cut_now[i]);
+  } while (n == cut_now.size());
+  return cut;
+}
+
+template <size_t N>
+size_t Peer::cut_locked(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, std::array<Batch*, N>& out,
+                        Cut& cut) {
+  size_t n = 0;
+  while (n < N && !staged_.empty() && !cut.nonces_exhausted) {
     Batch* b = batches.take();
     b->kind = Batch::Kind::outbound;
     b->peer = shared_from_this();
@@ -286,9 +306,10 @@ Peer::Cut Peer::cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batc
       batches.give(b);
       break;
     }
-    emit(b);
+    queue(outbound_, b);
+    out[n++] = b;
   }
-  return cut;
+  return n;
 }
 
 }  // namespace wg

@@ -315,9 +315,7 @@ void Device::handle_handshake(HandshakeJob& job, bool under_load) {
       uint32_t sender;
       std::memcpy(&sender, job.data + 4, 4);
       const auto reply = admission_.cookie_reply(msg, sender, source, now);
-      std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&reply), sizeof reply);
-      std::error_code ec;
-      bind_.send(std::span(&d, 1), job.from, ec);
+      send_message(nullptr, &job.from, std::span(reinterpret_cast<const uint8_t*>(&reply), sizeof reply));
       stats_.cookie_replies_sent.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -369,8 +367,7 @@ void Device::consume_initiation_message(HandshakeJob& job) {
   // cancel that keepalive and date the session's zeroing from later.
   p->with_timers([&](Timers& t) { on_initiation_consumed(t, now); });
   p->count_sent(sizeof resp);
-  std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&resp), sizeof resp);
-  send_to_peer(*p, std::span(&d, 1));
+  send_message(p.get(), nullptr, std::span(reinterpret_cast<const uint8_t*>(&resp), sizeof resp));
   timer_list_.poke(*p);
 }
 

@@ -112,10 +112,7 @@ void Device::send_staged(Peer& p) {
     need_handshake = p.has_staged();  // they wait for the session it makes
   } else {
     // 4. Order first, then parallel crypto.
-    auto cut = p.cut_staged(kp, batches_, batch_, [&](Batch* b) {
-      p.queue_outbound(b);
-      submit(b);
-    });
+    auto cut = p.cut_staged(kp, batches_, batch_, [&](Batch* b) { submit(b); });
     need_handshake = cut.nonces_exhausted || (cut.any && rekey_due_on_send(*kp, cut.last_nonce, now));
   }
   if (need_handshake) send_initiation(p, false);
@@ -232,9 +229,44 @@ void Device::send_initiation(Peer& p, bool retry) {
   last_initiation_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
   p.count_sent(sizeof msg);
   p.record_initiation(wall_now());
-  std::span<const uint8_t> d(reinterpret_cast<const uint8_t*>(&msg), sizeof msg);
-  send_to_peer(p, std::span(&d, 1));
+  send_message(&p, nullptr, std::span(reinterpret_cast<const uint8_t*>(&msg), sizeof msg));
   timer_list_.poke(p);
+}
+
+void Device::send_message(Peer* p, const conn::Endpoint* to, std::span<const uint8_t> msg) {
+  if (!control_thread_) {
+    std::span<const uint8_t> d = msg;
+    std::error_code ec;
+    conn::Endpoint dst = to ? *to : conn::Endpoint{};
+    if (p) send_to_peer(*p, std::span(&d, 1));
+    else bind_.send(std::span(&d, 1), dst, ec);
+    return;
+  }
+  uint8_t* buf;
+  if (buffers_.try_take(&buf, 1) != 1) return;  // every buffer in use: lost, as UDP may
+  Batch* b = batches_.take();
+  b->kind = Batch::Kind::control;
+  if (p) b->peer = p->shared_from_this();
+  if (to) b->sources[0] = *to;
+  std::memcpy(buf, msg.data(), msg.size());
+  b->bufs[0] = buf;
+  b->sizes[0] = msg.size();
+  b->count = 1;
+  messages_queued_.fetch_add(1);
+  jobs_.push(b);
+}
+
+void Device::send_control(Batch* b) {
+  std::span<const uint8_t> d(b->bufs[0], b->sizes[0]);
+  if (b->peer) {
+    send_to_peer(*b->peer, std::span(&d, 1));
+  } else {
+    std::error_code ec;
+    bind_.send(std::span(&d, 1), b->sources[0], ec);
+  }
+  messages_sent_.fetch_add(1);
+  buffers_.give(b->bufs.data(), 1);
+  batches_.give(b);
 }
 
 }  // namespace wg

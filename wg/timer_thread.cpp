@@ -1,5 +1,7 @@
 // The timer thread: TimerList schedules it; here is what due timers ask the device to do
 // (handshake retries, keepalives, zeroing).
+#include <thread>
+
 #include "wg/base/log.hpp"
 #include "wg/device.hpp"
 
@@ -17,6 +19,11 @@ void Device::run_timers(Peer& p, const TimerActions& a) {
   if (a.send_keepalive) send_keepalive(p);
 }
 
-bool Device::clock_moved() { return timer_list_.round(); }
+bool Device::clock_moved() {
+  if (!timer_list_.round()) return false;
+  const uint64_t queued = messages_queued_.load();
+  while (messages_sent_.load() < queued && !closing_) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return !closing_;
+}
 
 }  // namespace wg

@@ -19,8 +19,8 @@
 # The first requests must not wait for REKEY_TIMEOUT (5 s): each must be echoed within
 # 2 s. Then 11 s of silence (past the 10 s keepalive: nothing in flight, the session
 # older), and the lone requests again, B's direction first, each echoed within 1 s. The
-# round trips are printed. wireguard-go is the reference release beside the repository
-# (../shared/reference/bin), else the one on PATH; WIREGUARD_GO picks another.
+# round trips are printed. wireguard-go is the reference release, when the machine has
+# one (REFERENCE_WG_GO below), else the one on PATH; WIREGUARD_GO picks another.
 #
 # Topology: lib.sh. Usage: lone_packet_test.sh BIN_DIR   (exit 77 = skipped)
 WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)

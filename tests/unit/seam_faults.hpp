@@ -121,6 +121,7 @@ public:
   }
   void set_mark(uint32_t mark, std::error_code& ec) override { real_.set_mark(mark, ec); }
   size_t batch_size() const override { return real_.batch_size(); }
+  void set_unreachable(conn::UnreachableFn fn) override { real_.set_unreachable(std::move(fn)); }
 
   FaultPlan receive_faults, send_faults;
 
