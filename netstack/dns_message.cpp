@@ -3,6 +3,8 @@
 // point backwards, at most kMaxPointerFollows times, into a name no longer than 255 bytes.
 #include "netstack/dns_message.hpp"
 
+#include <algorithm>
+
 namespace netstack::dns {
 
 namespace {
@@ -78,17 +80,19 @@ std::optional<size_t> skip_name(std::span<const uint8_t> msg, size_t at) {
   }
 }
 
-// Reads the resource record at `*at`, appending its address to `out` when it is a
-// matching A/AAAA record, and advances `*at` past it. False when it is malformed or does
-// not fit in the message.
-bool read_answer(std::span<const uint8_t> msg, size_t* at, uint16_t qtype,
-                 std::vector<wg::IpAddress>* out) {
+// Reads the resource record at `*at`, appending its address to `out->addresses` (and
+// lowering `out->ttl` to its TTL) when it is a matching A/AAAA record, and advances `*at`
+// past it. False when it is malformed or does not fit in the message.
+bool read_answer(std::span<const uint8_t> msg, size_t* at, uint16_t qtype, Answer* out) {
   const auto name_end = skip_name(msg, *at);
   if (!name_end) return false;
   size_t pos = *name_end;
   if (msg.size() - pos < kRecordFixedSize) return false;
   const uint16_t type = load_u16(msg, pos);
   const uint16_t rclass = load_u16(msg, pos + 2);
+  // RFC 2181 §8: a TTL with the top bit set counts as 0.
+  uint32_t ttl = static_cast<uint32_t>(load_u16(msg, pos + 4)) << 16 | load_u16(msg, pos + 6);
+  if (ttl > 0x7fffffff) ttl = 0;
   const uint16_t rdlength = load_u16(msg, pos + 8);
   pos += kRecordFixedSize;
   if (msg.size() - pos < rdlength) return false;
@@ -97,11 +101,12 @@ bool read_answer(std::span<const uint8_t> msg, size_t* at, uint16_t qtype,
     const uint8_t* rdata = msg.data() + pos;
     if (qtype == kTypeA) {
       if (rdlength != 4) return false;
-      out->push_back(wg::IpAddress::v4(rdata));
+      out->addresses.push_back(wg::IpAddress::v4(rdata));
     } else {
       if (rdlength != 16) return false;
-      out->push_back(wg::IpAddress::v6(rdata));
+      out->addresses.push_back(wg::IpAddress::v6(rdata));
     }
+    out->ttl = out->addresses.size() == 1 ? ttl : std::min(out->ttl, ttl);
   }
   *at = pos + rdlength;
   return true;
@@ -162,7 +167,7 @@ std::optional<Answer> parse_response(std::span<const uint8_t> msg, uint16_t expe
 
   size_t at = *question_end + 4;
   for (uint16_t i = 0; i < ancount; ++i) {
-    if (!read_answer(msg, &at, qtype, &answer.addresses)) {
+    if (!read_answer(msg, &at, qtype, &answer)) {
       if (answer.truncated) break;
       return std::nullopt;
     }

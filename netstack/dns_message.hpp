@@ -38,6 +38,7 @@ struct Answer {
   std::vector<wg::IpAddress> addresses;  // all IN records of the asked type, in order
   uint8_t rcode = 0;                     // kRcodeNoError, kRcodeNxDomain, ...
   bool truncated = false;                // TC: retry over TCP (RFC 2181 §9)
+  uint32_t ttl = 0;                      // the smallest TTL of `addresses`, 0 when none
 };
 
 // Reads a response to the query build_query(expected_id, ..., qtype) made. nullopt when

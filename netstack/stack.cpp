@@ -111,7 +111,8 @@ void Core::schedule_timers() {
 
 // --- Stack ---
 
-StackImpl::StackImpl(const StackOptions& o) : options(o), core_(Core::acquire()), io_(core_->io) {
+StackImpl::StackImpl(const StackOptions& o)
+    : options(o), core_(Core::acquire()), io_(core_->io), dns_cache(o.dns_cache_size) {
   call([this] { add_netif(); });
 }
 
@@ -415,7 +416,7 @@ std::string Endpoint::to_string() const {
 }
 
 std::unique_ptr<Stack> Stack::create(const StackOptions& options, std::error_code& ec) {
-  if (options.mtu < 1280 || options.mtu > 65535) {
+  if (options.mtu < 1280 || options.mtu > 65535 || options.dns_retry.count() <= 0 || options.dns_timeout.count() <= 0) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return nullptr;
   }

@@ -204,6 +204,13 @@ struct StackOptions {
   std::vector<wg::IpPrefix> addresses;    // the tunnel addresses of this host (Address=)
   int mtu = 1420;
   std::vector<wg::IpAddress> dns_servers;  // DNS= of the config, reached through the tunnel
+  // A lookup (async_resolve, a dial by name) as glibc's resolver makes it: A and AAAA at
+  // once to the first server, the unanswered again after dns_retry to the next server (the
+  // gap doubling after each round of the servers), the whole bounded by dns_timeout.
+  std::chrono::milliseconds dns_retry{1000};
+  std::chrono::milliseconds dns_timeout{5000};
+  // Names whose answers are kept per their TTL (negative ones briefly); 0: no cache.
+  size_t dns_cache_size = 256;
   size_t max_tcp_connections = 16384;
   size_t udp_queue = 512;                   // datagrams queued per UDP socket before dropping
   std::chrono::milliseconds dial_timeout{30000};
@@ -238,7 +245,8 @@ std::vector<wg::IpAddress> dial_order(const std::vector<wg::IpAddress>& addrs, D
 class Stack final : public tun::Device {
 public:
   // At most kMaxStacks at once (lwIP numbers its netifs in a byte): past that
-  // errc::too_many_files_open. An MTU outside 1280-65535: errc::invalid_argument.
+  // errc::too_many_files_open. An MTU outside 1280-65535, or a dns_retry or dns_timeout
+  // not above zero: errc::invalid_argument.
   static constexpr int kMaxStacks = 250;
   static std::unique_ptr<Stack> create(const StackOptions& options, std::error_code& ec);
   ~Stack() override;
@@ -309,8 +317,13 @@ public:
         [this](auto handler, wg::IpAddress a, std::chrono::milliseconds t) { ping_impl(a, t, std::move(handler)); },
         token, to, timeout);
   }
-  // A and AAAA through the tunnel to the configured DNS servers (UDP, TCP if truncated).
-  // A literal address resolves to itself.
+  // A and AAAA at once through the tunnel to the configured DNS servers (UDP, TCP if
+  // truncated), on StackOptions' dns_retry/dns_timeout schedule. Answers are cached per
+  // their TTL, and lookups of a name already being looked up share its queries. Errors:
+  // host_not_found (NXDOMAIN, or no DNS server), no_data (no A or AAAA record), timed_out
+  // (no answer in time: temporary, also when the other family had no records),
+  // host_not_found_try_again (the servers failed), host_unreachable (no server routed),
+  // invalid_argument (not a host name). A literal address resolves to itself.
   template <class Token>
   auto async_resolve(const std::string& host, Token&& token) {
     return asio::async_initiate<Token, void(error_code, std::vector<wg::IpAddress>)>(

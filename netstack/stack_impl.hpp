@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <thread>
 
+#include "netstack/dns_cache.hpp"
 #include "netstack/stack.hpp"
 
 extern "C" {
@@ -36,6 +37,8 @@ extern "C" {
 }
 
 namespace netstack::detail {
+
+struct DnsFlight;  // resolve.cpp
 
 using ReadHandler = asio::any_completion_handler<void(error_code, size_t)>;
 using WaitHandler = asio::any_completion_handler<void(error_code)>;
@@ -141,6 +144,10 @@ public:
   // spawn_cancellable coroutines not yet ended (shared: their ends count down without
   // touching the Stack, which may be on its way out).
   std::shared_ptr<std::atomic<size_t>> spawned = std::make_shared<std::atomic<size_t>>(0);
+  // The resolver's (resolve.cpp): answers by name, and the lookups under way by name
+  // (those not yet in the cache), Stack thread.
+  dns::Cache dns_cache;
+  std::unordered_map<std::string, std::shared_ptr<DnsFlight>> dns_flights;
 
 private:
   static err_t netif_init(netif* n);

@@ -280,7 +280,7 @@ TEST_CASE("netstack cancel: a ping and a lookup lose to a timer", "[netstack][ca
     auto [po, pec, rtt, tec] = co_await first_of(st.async_ping(kSilent4, 10000ms, deferred), t.async_wait(deferred));
     r.ping_first = po[0];
     r.ping = pec;
-    // silent.test is never answered: without cancellation, timed_out after 2 tries of 2 s.
+    // silent.test is never answered: without cancellation, timed_out after dns_timeout (5 s).
     t.expires_after(kRace);
     auto [ro, rec, addrs, tec2] = co_await first_of(st.async_resolve("silent.test", deferred), t.async_wait(deferred));
     r.resolve_first = ro[0];

@@ -103,7 +103,7 @@ TEST_CASE("netstack: a dead address first costs the attempt delay, not the dial 
 }
 
 TEST_CASE("netstack: a dial by name is cancelled as a whole", "[netstack][dial][cancel]") {
-  // silent.test is never answered: without cancellation the lookup times out after 8 s.
+  // silent.test is never answered: without cancellation the lookup times out after 5 s.
   struct Result {
     size_t first = 9;
     error_code ec;

@@ -52,8 +52,8 @@ private:
 
 // One end: a Stack, its Tap, a Device on a UDP port of 127.0.0.1.
 struct Side {
-  Side(const std::string& v4, const std::string& v6) {
-    netstack::StackOptions so;
+  // `so`: the Stack's options but its addresses and dial timeout, which are set here.
+  Side(const std::string& v4, const std::string& v6, netstack::StackOptions so = {}) {
     so.addresses = {*wg::IpPrefix::parse(v4 + "/24"), *wg::IpPrefix::parse(v6 + "/64")};
     so.dial_timeout = 10s;
     std::error_code ec;
@@ -89,9 +89,10 @@ struct Side {
   std::unique_ptr<wg::Device> device;
 };
 
-// x and y, handshaken: x's ping reaches y.
+// x and y, handshaken: x's ping reaches y. `x_options` as Side's `so`, for x.
 struct Tunnel {
-  Tunnel() : x("198.19.0.1", "fd00:19::1"), y("198.19.0.2", "fd00:19::2") {
+  explicit Tunnel(netstack::StackOptions x_options = {})
+      : x("198.19.0.1", "fd00:19::1", std::move(x_options)), y("198.19.0.2", "fd00:19::2") {
     x.peer_with(y, "198.19.0.2", "fd00:19::2");
     y.peer_with(x, "198.19.0.1", "fd00:19::1");
     netstack::error_code ec = boost::asio::error::timed_out;

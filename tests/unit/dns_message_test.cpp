@@ -58,8 +58,8 @@ struct Msg {
     return name(dotted).u16(qtype).u16(kClassIn);
   }
   // The part of a resource record after its name.
-  Msg& rr(uint16_t type, uint16_t rclass, std::initializer_list<uint8_t> rdata) {
-    u16(type).u16(rclass).u32(300).u16(static_cast<uint16_t>(rdata.size()));
+  Msg& rr(uint16_t type, uint16_t rclass, std::initializer_list<uint8_t> rdata, uint32_t ttl = 300) {
+    u16(type).u16(rclass).u32(ttl).u16(static_cast<uint16_t>(rdata.size()));
     return raw(rdata);
   }
   Msg& a(std::initializer_list<uint8_t> addr) { return rr(kTypeA, kClassIn, addr); }
@@ -195,6 +195,32 @@ TEST_CASE("dns: several answers keep their order, other types and classes are sk
   auto ans = parse_response(m.b, kId, kTypeA);
   REQUIRE(ans);
   CHECK(strings(ans->addresses) == std::vector<std::string>{"198.19.0.3", "198.19.0.1", "198.19.0.2"});
+}
+
+TEST_CASE("dns: the answer's TTL is the smallest of the records collected", "[dns]") {
+  Msg m;
+  m.header(kId, kFlagsOk, 1, 4).question("example.com", kTypeA);
+  m.ptr(12).rr(kTypeA, kClassIn, {198, 19, 0, 3}, 600);
+  m.ptr(12).rr(kTypeTxt, kClassIn, {1, 'x'}, 5);  // not collected: its TTL does not count
+  m.ptr(12).rr(kTypeA, kClassIn, {198, 19, 0, 1}, 120);
+  m.ptr(12).rr(kTypeA, kClassIn, {198, 19, 0, 2}, 900);
+  auto ans = parse_response(m.b, kId, kTypeA);
+  REQUIRE(ans);
+  CHECK(ans->addresses.size() == 3);
+  CHECK(ans->ttl == 120);
+
+  // RFC 2181 §8: a TTL with the top bit set counts as 0.
+  Msg big;
+  big.header(kId, kFlagsOk, 1, 1).question("example.com", kTypeA).ptr(12).rr(kTypeA, kClassIn, {198, 19, 0, 3}, 0x80000000u);
+  auto zero = parse_response(big.b, kId, kTypeA);
+  REQUIRE(zero);
+  CHECK(zero->ttl == 0);
+
+  Msg none;
+  none.header(kId, kFlagsOk, 1, 0).question("example.com", kTypeA);
+  auto empty = parse_response(none.b, kId, kTypeA);
+  REQUIRE(empty);
+  CHECK(empty->ttl == 0);
 }
 
 TEST_CASE("dns: CNAME chain is skipped and the target's address collected", "[dns]") {
