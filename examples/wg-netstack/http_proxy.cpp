@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 
 #include "dial.hpp"
+#include "listener.hpp"
 #include "proxy_client.hpp"
 #include "http_forward.hpp"
 #include "http_request.hpp"
@@ -105,8 +106,10 @@ awaitable<void> serve_tls(Context& ctx, tcp::socket s, const TlsServerContext& t
 }  // namespace
 
 awaitable<void> http_proxy_server(Context& ctx, tcp::acceptor& acceptor, const TlsServerContext* tls) {
-  if (tls) return accept_loop(acceptor, [&ctx, tls](tcp::socket s) { return serve_tls(ctx, std::move(s), *tls); });
-  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve_plain(ctx, std::move(s)); });
+  if (tls)
+    return accept_loop(ctx, acceptor, "HTTPS proxy",
+                       [&ctx, tls](tcp::socket s) { return serve_tls(ctx, std::move(s), *tls); });
+  return accept_loop(ctx, acceptor, "HTTP proxy", [&ctx](tcp::socket s) { return serve_plain(ctx, std::move(s)); });
 }
 
 }  // namespace wgns

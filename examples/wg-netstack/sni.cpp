@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dial.hpp"
+#include "listener.hpp"
 #include "proxy_client.hpp"
 #include "tls_client_hello.hpp"
 #include "wg/base/ip.hpp"
@@ -102,7 +103,7 @@ awaitable<void> serve_client(Context& ctx, tcp::socket s) {
 }  // namespace
 
 awaitable<void> sni_server(Context& ctx, tcp::acceptor& acceptor) {
-  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve_client(ctx, std::move(s)); });
+  return accept_loop(ctx, acceptor, "SNI proxy", [&ctx](tcp::socket s) { return serve_client(ctx, std::move(s)); });
 }
 
 }  // namespace wgns
