@@ -326,7 +326,7 @@ awaitable<void> serve_client(Context& ctx, tcp::socket s, std::shared_ptr<Associ
       auto [derr, stream] = co_await dial_host(ctx, target.host, target.port);
       if (derr) {
         ctx.metrics.connections_failed.fetch_add(1);
-        wg::log::verbose("socks5: {}:{}: {}", target.host, target.port, derr.message());
+        wg::log::verbose("socks5: {}:{}: {}", wg::escaped(target.host), target.port, derr.message());
         co_await reply(s, socks_reply_for(derr));
         co_await close_after_reply(s);
         co_return;
