@@ -189,11 +189,19 @@ public:
         [this, &from](auto handler, asio::mutable_buffer buf) { receive_impl(buf, &from, std::move(handler)); },
         token, b);
   }
+  // Waits until a datagram is queued and completes with its size, leaving it for the next
+  // async_receive_from: a buffer can be sized to it. One receive or wait at a time.
+  template <class Token>
+  auto async_wait_readable(Token&& token) {
+    return asio::async_initiate<Token, void(error_code, size_t)>(
+        [this](auto handler) { wait_impl(std::move(handler)); }, token);
+  }
   Endpoint local_endpoint() const;
   void close();
   bool is_open() const { return u_ != nullptr; }
 
 private:
+  void wait_impl(asio::any_completion_handler<void(error_code, size_t)> h);
   void send_impl(asio::const_buffer b, Endpoint to, asio::any_completion_handler<void(error_code, size_t)> h);
   void receive_impl(asio::mutable_buffer b, Endpoint* from,
                     asio::any_completion_handler<void(error_code, size_t)> h);

@@ -367,7 +367,7 @@ struct UdpConn : std::enable_shared_from_this<UdpConn> {
     std::vector<uint8_t> data;
   };
   std::deque<Datagram> queue;
-  ReadHandler recv_h;
+  ReadHandler recv_h;  // a receive, or with recv_from null a wait (async_wait_readable)
   asio::mutable_buffer recv_buf;
   Endpoint* recv_from = nullptr;
   Endpoint local;

@@ -31,7 +31,7 @@ void UdpConn::on_recv(void* arg, udp_pcb*, pbuf* p, const ip_addr_t* addr, u16_t
     return;
   }
   Endpoint from{from_lwip(*addr), port};
-  if (u->recv_h) {
+  if (u->recv_h && u->recv_from) {
     size_t n = pbuf_copy_partial(p, u->recv_buf.data(), static_cast<u16_t>(std::min<size_t>(u->recv_buf.size(), 0xffff)), 0);
     *u->recv_from = from;
     pbuf_free(p);
@@ -49,6 +49,11 @@ void UdpConn::on_recv(void* arg, udp_pcb*, pbuf* p, const ip_addr_t* addr, u16_t
   pbuf_copy_partial(p, data.data(), p->tot_len, 0);
   pbuf_free(p);
   u->queue.push_back({from, std::move(data)});
+  if (u->recv_h) {  // a wait: the datagram stays queued for the receive that follows
+    auto h = std::move(u->recv_h);
+    u->recv_h = nullptr;
+    complete(u->s.executor(), std::move(h), error_code{}, u->queue.back().data.size());
+  }
 }
 
 void UdpConn::cancel_recv(uint64_t gen) {
@@ -152,6 +157,20 @@ void UdpSocket::receive_impl(asio::mutable_buffer b, Endpoint* from,
     }
     u->recv_buf = b;
     u->recv_from = from;
+    u->recv_gen = gen;
+    u->recv_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
+  });
+}
+
+void UdpSocket::wait_impl(asio::any_completion_handler<void(error_code, size_t)> h) {
+  auto gen = detail::begin_op(u_, h, [](detail::UdpConn& u, uint64_t g) { u.cancel_recv(g); }, size_t{0});
+  if (!gen) return;
+  asio::dispatch(u_->s.io_, [u = u_, h = std::move(h), gen = *gen]() mutable {
+    if (!u->pcb) return detail::complete(u->s.executor(), std::move(h), error_code(asio::error::operation_aborted), size_t{0});
+    if (u->recv_h) return detail::complete(u->s.executor(), std::move(h), error_code(asio::error::in_progress), size_t{0});
+    if (!u->queue.empty()) return detail::complete(u->s.executor(), std::move(h), error_code{}, u->queue.front().data.size());
+    u->recv_buf = {};
+    u->recv_from = nullptr;
     u->recv_gen = gen;
     u->recv_h.swap(h);  // not operator=: Boost 1.81's move-assignment recurses
   });

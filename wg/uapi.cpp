@@ -9,7 +9,6 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 
 #include "wg/base/log.hpp"
@@ -34,24 +33,6 @@ std::string printable(std::string_view s) {
   if (s.size() > kMax) out += "...";
   return out;
 }
-
-}  // namespace
-
-std::string escaped(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
-}
-
-namespace {
 
 struct SetError {
   int code;

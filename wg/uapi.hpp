@@ -28,9 +28,6 @@ bool get(Device& dev, const std::function<bool(std::string_view)>& sink);
 // reason without key material.
 int set(Device& dev, std::string_view lines, std::string* error = nullptr);
 
-// s with bytes outside printable ASCII as \xNN.
-std::string escaped(std::string_view s);
-
 // Longer lines or requests are answered kErrorIo, as in wireguard-go, and end the connection.
 inline constexpr size_t kMaxLine = 64 * 1024;
 inline constexpr size_t kMaxRequest = 64 * 1024 * 1024;

@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "accept_loop.hpp"
 #include "wg/base/host_port.hpp"
 
 namespace programs {
@@ -113,13 +114,10 @@ asio::awaitable<void> serve(tcp::socket socket, std::shared_ptr<HealthPages> pag
 asio::awaitable<void> health_server(tcp::acceptor& acceptor, HealthPages pages, HealthServerOptions options) {
   auto shared_pages = std::make_shared<HealthPages>(std::move(pages));
   auto shared_options = std::make_shared<HealthServerOptions>(std::move(options));
-  for (;;) {
-    auto [ec, s] = co_await acceptor.async_accept(kTry);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) continue;
-    s.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(acceptor.get_executor(), serve(std::move(s), shared_pages, shared_options), asio::detached);
-  }
+  AcceptOptions accept{shared_options->name, shared_options->max_connections, shared_options->on_refused};
+  co_await accept_loop(acceptor, std::move(accept), [shared_pages, shared_options](tcp::socket s) {
+    return serve(std::move(s), shared_pages, shared_options);
+  });
 }
 
 // --- HealthThread ---
@@ -197,7 +195,8 @@ void HealthThread::start(wg::Device& device) {
     return page;
   };
   asio::co_spawn(impl_->ioc,
-                 health_server(impl_->acceptor, pages, {impl_->server_name, std::chrono::seconds(10), {}}),
+                 health_server(impl_->acceptor, pages,
+                               {impl_->server_name, std::chrono::seconds(10), {}, "health on " + local_address()}),
                  asio::detached);
   impl_->thread = std::thread([this] {
     // For top -H, ps, gdb. By the thread itself: naming another thread opens its comm

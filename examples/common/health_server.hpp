@@ -44,6 +44,8 @@ struct HealthPage {
 // the acceptor's executor.
 using HealthPages = std::function<HealthPage(std::string_view target)>;
 
+inline constexpr size_t kDefaultHealthMaxConnections = 64;
+
 struct HealthServerOptions {
   std::string server_name;  // the Server: header
   // Each request must arrive whole within this of the connection or of the previous
@@ -51,10 +53,16 @@ struct HealthServerOptions {
   // half a request must not hold a connection.
   std::chrono::steady_clock::duration request_timeout = std::chrono::seconds(10);
   std::function<void()> on_timeout;  // a client was closed for it (may be empty)
+  std::string name;                   // the listener in log lines: "health on 127.0.0.1:9090"
+  // Clients served at once; a connection past it is reset (accept_loop.hpp). A scraper
+  // and a probe need a few: the cap keeps the server's descriptors from starving the rest.
+  size_t max_connections = kDefaultHealthMaxConnections;
+  std::function<void()> on_refused;  // a connection was reset for the cap or for descriptors
 };
 
-// Accepts on `acceptor` until it is closed, answering each client's requests (keep-alive
-// honoured) with `pages`, each client in its own coroutine on the acceptor's executor.
+// Accepts on `acceptor` until it is closed (programs::accept_loop), answering each client's
+// requests (keep-alive honoured) with `pages`, each client in its own coroutine on the
+// acceptor's executor.
 boost::asio::awaitable<void> health_server(boost::asio::ip::tcp::acceptor& acceptor, HealthPages pages,
                                            HealthServerOptions options);
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "limits.hpp"
 #include "wg/base/host_port.hpp"
 #include "proxy_config.hpp"
 #include "wg/crypto.hpp"
@@ -33,11 +34,18 @@ struct Metrics {
   std::atomic<uint64_t> udp_datagrams{0};
   // SOCKS5 / HTTP clients closed for not sending their request within the timeout.
   std::atomic<uint64_t> handshake_timeouts{0};
+  // Clients reset on accept: their listener was at its cap, or out of descriptors.
+  std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> udp_associations_active{0};
+  // UDP ASSOCIATE requests answered "not allowed" for a cap; associations ended idle.
+  std::atomic<uint64_t> udp_associations_refused{0};
+  std::atomic<uint64_t> udp_associations_idle{0};
   void connection_opened() { connections_active.fetch_add(1); }
   void connection_closed() { connections_active.fetch_sub(1); }
 };
 
 inline constexpr auto kDefaultHandshakeTimeout = std::chrono::seconds(10);
+
 
 struct Credentials {
   std::string user, password;
@@ -72,6 +80,7 @@ struct Context {
   CheckAlive* checks = nullptr;
   // [Resolve] ResolveStrategy: the family of a name's addresses that are dialed.
   ResolveStrategy resolve = ResolveStrategy::automatic;
+  Limits limits{};
 };
 
 // Counts a proxied connection as active for its lifetime.
@@ -83,17 +92,5 @@ struct ActiveConnection {
   ~ActiveConnection() { m.connection_closed(); }
   Metrics& m;
 };
-
-// Accepts on `acceptor` until it is closed, serving each client in its own coroutine.
-template <class Serve>
-awaitable<void> accept_loop(tcp::acceptor& acceptor, Serve serve) {
-  for (;;) {
-    auto [ec, s] = co_await acceptor.async_accept(kTry);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) continue;
-    s.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(acceptor.get_executor(), serve(std::move(s)), asio::detached);
-  }
-}
 
 }  // namespace wgns

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "dial.hpp"
+#include "listener.hpp"
 #include "wg/base/log.hpp"
 
 namespace wgns {
@@ -26,24 +27,25 @@ asio::ip::address local_address(const std::string& host) {
 
 // --- forward: local → tunnel ---
 
-awaitable<void> forward_tcp(Context& ctx, std::shared_ptr<tcp::acceptor> acc, ForwardSpec spec) {
-  for (;;) {
-    auto [ec, s] = co_await acc->async_accept(kTry);
-    if (ec == asio::error::operation_aborted) co_return;
-    if (ec) continue;
-    asio::co_spawn(acc->get_executor(), [&ctx, spec, s = std::move(s)]() mutable -> awaitable<void> {
-      ctx.metrics.connections_total.fetch_add(1);
-      auto [derr, stream] = co_await dial_host(ctx, spec.to_host, spec.to_port);
-      if (derr) {
-        ctx.metrics.connections_failed.fetch_add(1);
-        wg::log::error("forward {}: {}", spec.text, derr.message());
-        co_return;
-      }
-      ctx.metrics.connection_opened();
-      co_await relay(s, stream);
-      ctx.metrics.connection_closed();
-    }, asio::detached);
+awaitable<void> forward_one(Context& ctx, std::shared_ptr<const ForwardSpec> shared_spec, tcp::socket s) {
+  const ForwardSpec& spec = *shared_spec;
+  ctx.metrics.connections_total.fetch_add(1);
+  auto [derr, stream] = co_await dial_host(ctx, spec.to_host, spec.to_port);
+  if (derr) {
+    ctx.metrics.connections_failed.fetch_add(1);
+    wg::log::error("forward {}: {}", spec.text, derr.message());
+    co_return;
   }
+  ctx.metrics.connection_opened();
+  co_await relay(s, stream);
+  ctx.metrics.connection_closed();
+}
+
+awaitable<void> forward_tcp(Context& ctx, std::shared_ptr<tcp::acceptor> acc, ForwardSpec spec) {
+  auto shared_spec = std::make_shared<const ForwardSpec>(std::move(spec));
+  co_await accept_loop(ctx, *acc, "forward " + shared_spec->text, [&ctx, shared_spec](tcp::socket s) {
+    return forward_one(ctx, shared_spec, std::move(s));
+  });
 }
 
 // The replies of one UDP flow, back to where its datagrams came from, for as long as the

@@ -6,8 +6,11 @@
 #include <fmt/core.h>
 
 #include "health_server.hpp"  // examples/common: the server and the device's part
+#include "listener.hpp"
 
 namespace wgns {
+
+static_assert(Limits{}.health_max_connections == programs::kDefaultHealthMaxConnections);
 
 // With CheckAlive (wireproxy's rule): ready when every address answered a ping within the
 // last interval + 2 s.
@@ -58,6 +61,17 @@ std::string metrics_text(Context& ctx) {
   out += fmt::format("wgnet_proxy_handshake_timeouts_total {}\n", ctx.metrics.handshake_timeouts.load());
   metric("wgnet_proxy_udp_datagrams_total", "counter", "UDP datagrams relayed.");
   out += fmt::format("wgnet_proxy_udp_datagrams_total {}\n", ctx.metrics.udp_datagrams.load());
+  metric("wgnet_proxy_connections_refused_total", "counter",
+         "Connections reset on accept: the listener was at --max-connections, or out of file descriptors.");
+  out += fmt::format("wgnet_proxy_connections_refused_total {}\n", ctx.metrics.connections_refused.load());
+  metric("wgnet_proxy_udp_associations_active", "gauge", "SOCKS5 UDP associations open.");
+  out += fmt::format("wgnet_proxy_udp_associations_active {}\n", ctx.metrics.udp_associations_active.load());
+  metric("wgnet_proxy_udp_associations_refused_total", "counter",
+         "SOCKS5 UDP ASSOCIATE requests refused for a cap (--max-udp-associations[-per-client]).");
+  out += fmt::format("wgnet_proxy_udp_associations_refused_total {}\n", ctx.metrics.udp_associations_refused.load());
+  metric("wgnet_proxy_udp_associations_idle_total", "counter",
+         "SOCKS5 UDP associations closed after --udp-associate-timeout without a datagram.");
+  out += fmt::format("wgnet_proxy_udp_associations_idle_total {}\n", ctx.metrics.udp_associations_idle.load());
   return out;
 }
 
@@ -96,7 +110,9 @@ void start_check_alive(Context& ctx, CheckAlive& checks) {
 // --handshake-timeout is closed, as for the proxies (programs::health_server).
 awaitable<void> health_server(Context& ctx, tcp::acceptor& acceptor) {
   programs::HealthServerOptions options{"wg-netstack", ctx.handshake_timeout,
-                                        [&ctx] { ctx.metrics.handshake_timeouts.fetch_add(1); }};
+                                        [&ctx] { ctx.metrics.handshake_timeouts.fetch_add(1); },
+                                        listener_name("health", acceptor), ctx.limits.health_max_connections,
+                                        [&ctx] { ctx.metrics.connections_refused.fetch_add(1); }};
   return programs::health_server(
       acceptor,
       [&ctx](std::string_view target) {

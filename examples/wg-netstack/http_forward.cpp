@@ -14,6 +14,7 @@
 #include "tls_stream.hpp"
 #include "wg/base/ascii.hpp"
 #include "wg/base/log.hpp"
+#include "wg/base/shown.hpp"
 
 namespace wgns {
 namespace http = boost::beast::http;
@@ -141,6 +142,7 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
 
   // The request, in origin-form.
   const std::string key = v.host + ":" + std::to_string(v.port);
+  const std::string logged = wg::escaped(key);  // the client's text, for log lines
   http::request<http::buffer_body> req_out;
   req_out.method_string(in.method_string());
   req_out.target(v.path);
@@ -167,7 +169,7 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
       auto [derr, stream] = co_await dial_host(ctx, v.host, v.port);
       if (derr) {
         ctx.metrics.connections_failed.fetch_add(1);
-        wg::log::verbose("http: {}: {}", key, derr.message());
+        wg::log::verbose("http: {}: {}", logged, derr.message());
         co_await refuse(client, status_for_dial_error(derr), key + ": " + derr.message());
         co_return false;
       }
@@ -176,7 +178,7 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
     }
     const bool may_resend = reused && resendable && !retried;
     if (auto r = co_await relay_message(client, buf, req_in, *up.stream, req_out); r.ec) {
-      wg::log::verbose("http: request to {}: {}", key, r.ec.message());
+      wg::log::verbose("http: request to {}: {}", logged, r.ec.message());
       up = {};
       if (!r.at_dst) co_return false;  // the client's side failed: nobody to answer
       if (may_resend) continue;
@@ -194,7 +196,7 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
       if (head) res_in->skip(true);
       auto [rec, rn] = co_await http::async_read_header(*up.stream, up.buf, *res_in, kTry);
       if (rec) {
-        wg::log::verbose("http: response from {}: {}", key, rec.message());
+        wg::log::verbose("http: response from {}: {}", logged, rec.message());
         up = {};
         const bool closed = rec == http::error::end_of_stream || rec == asio::error::eof ||
                             rec == asio::error::connection_reset;
@@ -213,7 +215,7 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
       if (iec) co_return false;
     }
     if (!resend) break;
-    wg::log::verbose("http: {} closed the kept connection: the request again on a new one", key);
+    wg::log::verbose("http: {} closed the kept connection: the request again on a new one", logged);
   }
   const auto& res = res_in->get();
   http::response<http::buffer_body> res_out;
@@ -243,7 +245,7 @@ awaitable<bool> forward(Context& ctx, Client& client, boost::beast::flat_buffer&
   res_out.keep_alive(keep_alive);
   const bool origin_reusable = res.keep_alive() && !res_in->need_eof();
   if (auto r = co_await relay_message(*up.stream, up.buf, *res_in, client, res_out); r.ec) {
-    wg::log::verbose("http: response from {}: {}", key, r.ec.message());
+    wg::log::verbose("http: response from {}: {}", logged, r.ec.message());
     up = {};
     co_return false;
   }

@@ -9,11 +9,13 @@
 #include <boost/beast/http.hpp>
 
 #include "dial.hpp"
+#include "listener.hpp"
 #include "proxy_client.hpp"
 #include "http_forward.hpp"
 #include "http_request.hpp"
 #include "tls_stream.hpp"
 #include "wg/base/log.hpp"
+#include "wg/base/shown.hpp"
 
 namespace wgns {
 namespace http = boost::beast::http;
@@ -26,6 +28,7 @@ awaitable<void> tunnel(Context& ctx, Client& s, boost::beast::flat_buffer& buf, 
   auto [derr, stream] = co_await dial_host(ctx, v.host, v.port);
   if (derr) {
     ctx.metrics.connections_failed.fetch_add(1);
+    wg::log::verbose("http: CONNECT {}:{}: {}", wg::escaped(v.host), v.port, derr.message());
     co_await refuse(s, status_for_dial_error(derr), v.host + ":" + std::to_string(v.port) + ": " + derr.message());
     co_return;
   }
@@ -39,6 +42,18 @@ awaitable<void> tunnel(Context& ctx, Client& s, boost::beast::flat_buffer& buf, 
   buf.consume(buf.size());
   buf.shrink_to_fit();
   co_await relay(s, stream);
+}
+
+// The request's method and target as the client sent them (escaped, the target cut at 256
+// bytes), for log lines; "(no request line)" when the header did not parse that far.
+std::string request_line(const http::request_parser<http::empty_body>& parser) {
+  constexpr size_t kMaxTarget = 256;
+  const auto& req = parser.get();
+  const std::string_view method = req.method_string(), target = req.target();
+  if (method.empty() && target.empty()) return "(no request line)";
+  std::string line = "'" + wg::escaped(method) + " " + wg::escaped(target.substr(0, kMaxTarget));
+  if (target.size() > kMaxTarget) line += "...";
+  return line + "'";
 }
 
 // Reads the next request header within the handshake timeout (for the first request, and
@@ -68,6 +83,8 @@ awaitable<void> serve(Context& ctx, Client& s) {
     auto verdict = co_await read_request(ctx, s, buf, parser);
     if (!verdict) co_return;  // the client went away, or was too slow
     if (verdict->status != http::status::ok) {
+      wg::log::verbose("http: {}: {} {}", request_line(parser), static_cast<unsigned>(verdict->status),
+                       verdict->reason);
       co_await refuse(s, verdict->status, verdict->reason, verdict->want_auth);
       co_return;
     }
@@ -105,8 +122,10 @@ awaitable<void> serve_tls(Context& ctx, tcp::socket s, const TlsServerContext& t
 }  // namespace
 
 awaitable<void> http_proxy_server(Context& ctx, tcp::acceptor& acceptor, const TlsServerContext* tls) {
-  if (tls) return accept_loop(acceptor, [&ctx, tls](tcp::socket s) { return serve_tls(ctx, std::move(s), *tls); });
-  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve_plain(ctx, std::move(s)); });
+  if (tls)
+    return accept_loop(ctx, acceptor, "HTTPS proxy",
+                       [&ctx, tls](tcp::socket s) { return serve_tls(ctx, std::move(s), *tls); });
+  return accept_loop(ctx, acceptor, "HTTP proxy", [&ctx](tcp::socket s) { return serve_plain(ctx, std::move(s)); });
 }
 
 }  // namespace wgns

@@ -196,6 +196,7 @@ int main(int argc, char** argv) {
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::chrono::duration<double>(o.handshake_seconds))};
     ctx.resolve = pc.resolve;
+    ctx.limits = o.limits;
     if (!checks.targets.empty()) ctx.checks = &checks;
     Services services(ctx, plan, o, pc);
 

@@ -53,6 +53,30 @@ Options parse_options(int argc, char** argv) {
                  "slower ones are closed")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
+  app.add_option("--max-connections", o.limits.max_connections,
+                 "clients each SOCKS5, HTTP, SNI and --forward tcp listener serves at once; one more is "
+                 "accepted and reset at once")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--health-max-connections", o.limits.health_max_connections,
+                 "clients the --health listener serves at once; one more is accepted and reset at once")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--max-udp-associations", o.limits.udp_associations,
+                 "SOCKS5 UDP associations open at once on each SOCKS5 listener; one more is answered "
+                 "'not allowed'")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  app.add_option("--max-udp-associations-per-client", o.limits.udp_associations_per_client,
+                 "the same for each client IP address")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  double udp_timeout = std::chrono::duration<double>(o.limits.udp_associate_timeout).count();
+  app.add_option("--udp-associate-timeout", udp_timeout,
+                 "seconds a SOCKS5 UDP association may go without a datagram either way before it and its "
+                 "control connection are closed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
   app.add_option("--tcp-keepalive", o.keepalive_seconds,
                  "seconds a tunnel TCP connection may be silent before a keepalive probe, and between probes; "
                  "after 9 unanswered it fails, and a peer that restarted answers the first with a reset (0: none)")
@@ -118,6 +142,8 @@ Options parse_options(int argc, char** argv) {
   if (!o.user.empty() && ::geteuid() != 0) usage_error("--user " + o.user + ": only root can change user");
   if (o.uapi_path.empty() && !iface_name.empty())
     o.uapi_path = std::string(wg::uapi::kSocketDir) + "/" + iface_name + ".sock";
+  o.limits.udp_associate_timeout =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(udp_timeout));
   o.socks_given = app.count("--socks5") > 0;
   o.http_given = app.count("--http") > 0;
   o.level_given = app.count("--log-level") > 0;

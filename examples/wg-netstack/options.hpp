@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "limits.hpp"
+
 namespace wgns {
 
 struct Options {
@@ -19,6 +21,7 @@ struct Options {
   unsigned check_alive_interval = 5;
   std::string uapi_path;  // --uapi, or kSocketDir/NAME.sock for --interface NAME
   std::string user;       // --user: once the sockets exist, run as this user
+  Limits limits;          // --max-connections, --max-udp-associations, ...
   // Given on the command line: then they win over the config file.
   bool socks_given = false, http_given = false, level_given = false, check_alive_interval_given = false;
   bool silent = false;

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "dial.hpp"
+#include "listener.hpp"
 #include "proxy_client.hpp"
 #include "tls_client_hello.hpp"
 #include "wg/base/ip.hpp"
 #include "wg/base/log.hpp"
+#include "wg/base/shown.hpp"
 
 namespace wgns {
 namespace {
@@ -78,14 +80,14 @@ awaitable<void> serve_client(Context& ctx, tcp::socket s) {
   // client writes. (IPv6 literals do not get past the parser: ':'.)
   if (wg::IpAddress::parse(name)) {
     ctx.metrics.connections_failed.fetch_add(1);
-    wg::log::verbose("sni: {}: an IP address as server name (RFC 6066 forbids it): closed", name);
+    wg::log::verbose("sni: {}: an IP address as server name (RFC 6066 forbids it): closed", wg::escaped(name));
     close_stream(s);
     co_return;
   }
   auto [derr, stream] = co_await dial_host(ctx, name, kSniTargetPort);
   if (derr) {
     ctx.metrics.connections_failed.fetch_add(1);
-    wg::log::verbose("sni: {}:{}: {}", name, kSniTargetPort, derr.message());
+    wg::log::verbose("sni: {}:{}: {}", wg::escaped(name), kSniTargetPort, derr.message());
     close_stream(s);
     co_return;
   }
@@ -102,7 +104,7 @@ awaitable<void> serve_client(Context& ctx, tcp::socket s) {
 }  // namespace
 
 awaitable<void> sni_server(Context& ctx, tcp::acceptor& acceptor) {
-  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve_client(ctx, std::move(s)); });
+  return accept_loop(ctx, acceptor, "SNI proxy", [&ctx](tcp::socket s) { return serve_client(ctx, std::move(s)); });
 }
 
 }  // namespace wgns

@@ -2,14 +2,24 @@
 #include "socks5.hpp"
 
 #include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
 
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <utility>
 
 #include "dial.hpp"
+#include "listener.hpp"
 #include "proxy_client.hpp"
 #include "socks5_parse.hpp"
 #include "wg/crypto.hpp"
 #include "wg/base/log.hpp"
+#include "wg/base/shown.hpp"
 
 namespace wgns {
 namespace {
@@ -99,11 +109,61 @@ awaitable<bool> negotiate(Context& ctx, tcp::socket& s) {
 
 // --- UDP ASSOCIATE ---
 
-awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& requested) {
-  // The relay listens on the address the client reached us on.
+// The associations open on one SOCKS5 listener, for its caps (Limits). The Stack's thread's.
+struct Associations {
+  size_t open = 0;
+  std::map<asio::ip::address, size_t> per_client;
+};
+
+// A place among a listener's associations, held while one lives.
+class AssociationSlot {
+public:
+  AssociationSlot(Context& ctx, std::shared_ptr<Associations> all, asio::ip::address client)
+      : ctx_(ctx), all_(std::move(all)), client_(client) {
+    ++all_->open;
+    ++all_->per_client[client_];
+    ctx_.metrics.udp_associations_active.fetch_add(1);
+  }
+  AssociationSlot(const AssociationSlot&) = delete;
+  AssociationSlot& operator=(const AssociationSlot&) = delete;
+  ~AssociationSlot() {
+    --all_->open;
+    if (--all_->per_client[client_] == 0) all_->per_client.erase(client_);
+    ctx_.metrics.udp_associations_active.fetch_sub(1);
+  }
+
+private:
+  Context& ctx_;
+  std::shared_ptr<Associations> all_;
+  asio::ip::address client_;
+};
+
+// A reply datagram's header (RSV RSV FRAG ATYP ADDR PORT) at its longest, for IPv6.
+constexpr size_t kMaxUdpHeader = 3 + 1 + 16 + 2;
+
+// The relay between the client's UDP socket and the tunnel, for as long as the control
+// connection lasts and a datagram passes either way within udp_associate_timeout. Each
+// datagram is read into a buffer of its own size, released once it is sent on: an idle
+// association holds none.
+awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& requested,
+                              std::shared_ptr<Associations> all) {
   error_code ec;
   auto local = control.local_endpoint(ec);
   if (ec) co_return;
+  auto client_addr = control.remote_endpoint(ec).address();
+  if (ec) co_return;
+  const auto it = all->per_client.find(client_addr);
+  const size_t from_client = it == all->per_client.end() ? 0 : it->second;
+  if (all->open >= ctx.limits.udp_associations || from_client >= ctx.limits.udp_associations_per_client) {
+    ctx.metrics.udp_associations_refused.fetch_add(1);
+    wg::log::verbose("socks5: UDP ASSOCIATE from {}: {} associations open, {} of them its, the most allowed: refused",
+                     client_addr.to_string(), all->open, from_client);
+    co_await reply(control, SocksReply::not_allowed);
+    co_await close_after_reply(control);
+    co_return;
+  }
+  AssociationSlot slot(ctx, all, client_addr);
+  // The relay listens on the address the client reached us on.
   udp::socket relay(control.get_executor());
   relay.open(local.address().is_v4() ? udp::v4() : udp::v6(), ec);
   if (!ec) relay.bind(udp::endpoint(local.address(), 0), ec);
@@ -121,23 +181,40 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
 
   // The client's UDP source: the one it announced, else the first datagram's, and only
   // from the control connection's address.
-  auto client_addr = control.remote_endpoint(ec).address();
   std::optional<udp::endpoint> client;
   if (requested.port != 0) {
     auto announced = asio::ip::make_address(requested.host, ec);
     if (!ec && !announced.is_unspecified()) client = udp::endpoint(announced, requested.port);
   }
   bool done = false;
+  auto last = std::chrono::steady_clock::now();
+  asio::steady_timer idle(control.get_executor());
+  // Ends the association: the relays see their sockets closed, the watch its timer.
+  auto finish = [&] {
+    if (std::exchange(done, true)) return;
+    error_code e;
+    relay.close(e);
+    tunnel.close();
+    idle.cancel();
+  };
 
   auto client_to_tunnel = [&]() -> awaitable<void> {
-    std::vector<uint8_t> buf(65535);
     while (!done) {
+      auto [wec] = co_await relay.async_wait(udp::socket::wait_read, kTry);
+      if (wec || done) break;
+      // The next datagram's size (MSG_TRUNC: its whole length); a peek, not FIONREAD,
+      // which the system-call filter does not allow.
+      const ssize_t size = ::recv(relay.native_handle(), nullptr, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+      if (size < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;
+      if (size < 0) continue;
+      std::vector<uint8_t> buf(std::max<size_t>(static_cast<size_t>(size), 1));
       udp::endpoint from;
       auto [rec, n] = co_await relay.async_receive_from(asio::buffer(buf), from, kTry);
       if (rec) break;
       if (from.address() != client_addr) continue;
       if (client && *client != from) continue;
       if (!client) client = from;
+      last = std::chrono::steady_clock::now();
       Target t;
       size_t hl;
       if (!parse_udp_header(std::span<const uint8_t>(buf.data(), n), t, hl)) continue;
@@ -148,7 +225,8 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
       // the relay cannot deliver (RFC 1928 §7).
       auto to = std::find_if(addrs.begin(), addrs.end(), [&](const wg::IpAddress& a) { return !is_own_address(ctx, a); });
       if (to == addrs.end()) {
-        if (!addrs.empty()) wg::log::verbose("socks5: UDP datagram to the proxy's own address {}: dropped", t.host);
+        if (!addrs.empty())
+          wg::log::verbose("socks5: UDP datagram to the proxy's own address {}: dropped", wg::escaped(t.host));
         continue;
       }
       ctx.metrics.udp_datagrams.fetch_add(1);
@@ -156,32 +234,49 @@ awaitable<void> udp_associate(Context& ctx, tcp::socket& control, const Target& 
     }
   };
   auto tunnel_to_client = [&]() -> awaitable<void> {
-    std::vector<uint8_t> buf(65535);
     while (!done) {
+      auto [wec, size] = co_await tunnel.async_wait_readable(kTry);
+      if (wec || done) break;
+      // The payload lands after room for the longest header, which then goes in front.
+      std::vector<uint8_t> out(kMaxUdpHeader + size);
       netstack::Endpoint from;
-      auto [rec, n] = co_await tunnel.async_receive_from(asio::buffer(buf), from, kTry);
+      auto [rec, n] = co_await tunnel.async_receive_from(asio::buffer(out.data() + kMaxUdpHeader, size), from, kTry);
       if (rec) break;
       if (!client) continue;
-      std::vector<uint8_t> out{0, 0, 0};
-      put_address(out, from.addr, from.port);
-      out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+      std::vector<uint8_t> header{0, 0, 0};
+      put_address(header, from.addr, from.port);
+      const size_t start = kMaxUdpHeader - header.size();
+      std::copy(header.begin(), header.end(), out.begin() + static_cast<std::ptrdiff_t>(start));
+      last = std::chrono::steady_clock::now();
       ctx.metrics.udp_datagrams.fetch_add(1);
-      co_await relay.async_send_to(asio::buffer(out), *client, kTry);
+      co_await relay.async_send_to(asio::buffer(out.data() + start, header.size() + n), *client, kTry);
     }
   };
-  // The association lives as long as the control connection.
+  // The association lives as long as the control connection (RFC 1928 §7) and no longer
+  // than udp_associate_timeout without a datagram.
   auto watch_control = [&]() -> awaitable<void> {
     uint8_t b[256];
     for (;;) {
       auto [rec, n] = co_await control.async_read_some(asio::buffer(b), kTry);
       if (rec) break;
     }
-    done = true;
-    relay.close(ec);
-    tunnel.close();
+    finish();
+  };
+  auto watch_idle = [&]() -> awaitable<void> {
+    while (!done) {
+      idle.expires_at(last + ctx.limits.udp_associate_timeout);
+      auto [tec] = co_await idle.async_wait(kTry);
+      if (tec || done) break;
+      if (std::chrono::steady_clock::now() - last < ctx.limits.udp_associate_timeout) continue;
+      ctx.metrics.udp_associations_idle.fetch_add(1);
+      wg::log::verbose("socks5: UDP association of {} idle: closed", client_addr.to_string());
+      finish();
+      error_code e;
+      control.close(e);  // ends watch_control
+    }
   };
   using namespace asio::experimental::awaitable_operators;
-  co_await (client_to_tunnel() && tunnel_to_client() && watch_control());
+  co_await (client_to_tunnel() && tunnel_to_client() && watch_control() && watch_idle());
 }
 
 // The greeting, the authentication and the request, under the handshake deadline: the
@@ -220,7 +315,7 @@ awaitable<std::optional<uint8_t>> read_request(Context& ctx, tcp::socket& s, Tar
   co_return std::nullopt;
 }
 
-awaitable<void> serve_client(Context& ctx, tcp::socket s) {
+awaitable<void> serve_client(Context& ctx, tcp::socket s, std::shared_ptr<Associations> associations) {
   ActiveConnection active(ctx.metrics);
 
   Target target;
@@ -231,7 +326,7 @@ awaitable<void> serve_client(Context& ctx, tcp::socket s) {
       auto [derr, stream] = co_await dial_host(ctx, target.host, target.port);
       if (derr) {
         ctx.metrics.connections_failed.fetch_add(1);
-        wg::log::verbose("socks5: {}:{}: {}", target.host, target.port, derr.message());
+        wg::log::verbose("socks5: {}:{}: {}", wg::escaped(target.host), target.port, derr.message());
         co_await reply(s, socks_reply_for(derr));
         co_await close_after_reply(s);
         co_return;
@@ -242,7 +337,7 @@ awaitable<void> serve_client(Context& ctx, tcp::socket s) {
       co_return;
     }
     case kCmdUdpAssociate:
-      co_await udp_associate(ctx, s, target);
+      co_await udp_associate(ctx, s, target, std::move(associations));
       co_return;
     case kCmdBind:
     default:
@@ -268,7 +363,10 @@ SocksReply socks_reply_for(const error_code& ec) {
 }
 
 awaitable<void> socks5_server(Context& ctx, tcp::acceptor& acceptor) {
-  return accept_loop(acceptor, [&ctx](tcp::socket s) { return serve_client(ctx, std::move(s)); });
+  auto associations = std::make_shared<Associations>();
+  return accept_loop(ctx, acceptor, "SOCKS5", [&ctx, associations](tcp::socket s) {
+    return serve_client(ctx, std::move(s), associations);
+  });
 }
 
 }  // namespace wgns

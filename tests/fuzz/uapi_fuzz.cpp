@@ -22,6 +22,7 @@
 
 #include "bind/memory.hpp"
 #include "tun/memory.hpp"
+#include "wg/base/shown.hpp"
 #include "wg/uapi.hpp"
 
 namespace {
@@ -100,7 +101,7 @@ void check_no_secret(std::string_view request, const std::string& reason) {
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
     if (line.starts_with("private_key=")) secrets.push_back(line.substr(12));
     else if (line.starts_with("preshared_key=")) secrets.push_back(line.substr(14));
-    else (rest += wg::uapi::escaped(line)) += '\n';
+    else (rest += wg::escaped(line)) += '\n';
   }
   for (auto s : secrets)
     if (s.size() >= 16 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos &&

@@ -89,10 +89,11 @@ CONF
 }
 
 # netstack_start: starts wg-netstack in A (NETSTACK_PID) and waits until one connection
-# gets through the tunnel (the first one waits for the handshake).
+# gets through the tunnel (the first one waits for the handshake). Its connection cap is
+# raised to the descriptor limit: 10,000 held are past the default.
 netstack_start() {
   bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" --log-level "${NETSTACK_LOG_LEVEL:-error}" \
-    --socks5 "$SOCKS" --health "$HEALTH"
+    --socks5 "$SOCKS" --health "$HEALTH" --max-connections 20000
   NETSTACK_PID=${PIDS[-1]}
   wait_listen "$NS_A" "$SOCKS" && wait_listen "$NS_A" "$HEALTH" || return 1
   echo close | na timeout 30 python3 "$CONNS_PY" hold "$SOCKS" "$TARGET" "$ECHO_PORT" 1 \

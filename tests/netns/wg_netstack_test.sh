@@ -255,8 +255,11 @@ AllowedIPs = 198.19.0.2/32, fd00:19::/64
 Endpoint = 198.18.0.2:51821
 CONF
   chmod 600 "$TMP/a.conf"
+  # --health-max-connections: the slowloris check holds 200 half requests to the health
+  # listener, past its default cap of 64 (wg_netstack_limits_test.sh tests the cap).
   bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" --log-level verbose \
     --socks5 "$SOCKS" --http "$HTTP_PROXY_ADDR" --health "$HEALTH" --handshake-timeout "$HANDSHAKE_TIMEOUT" \
+    --health-max-connections 256 \
     --forward tcp:127.0.0.1:18000=web.test:8000 --forward udp:127.0.0.1:17007=198.19.0.2:7007 \
     --reverse tcp:198.19.0.1:8080=127.0.0.1:18080 --reverse udp:198.19.0.1:7070=127.0.0.1:17070
   NETSTACK_PID=${PIDS[-1]}

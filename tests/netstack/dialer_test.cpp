@@ -218,6 +218,40 @@ TEST_CASE("netstack: UDP round trip through the peer's echo, IPv4 and IPv6", "[n
   CHECK(r.from == Endpoint{v6 ? kPeer6 : kPeer4, 7});
 }
 
+TEST_CASE("netstack: async_wait_readable gives a datagram's size and leaves it to receive", "[netstack]") {
+  struct Result {
+    error_code open, send, wait, receive;
+    size_t size = 0;
+    std::string reply;
+  };
+  auto r = run([](wg::IpAddress to) -> awaitable<Result> {
+    Watchdog wd(co_await asio::this_coro::executor, 10s);
+    Result r;
+    auto u = harness().stack->dial_udp({to, 7}, r.open);
+    if (r.open) co_return r;
+    wd.watch(u);
+    const std::string msg = "sized to the datagram";
+    std::tie(r.send, std::ignore) = co_await u.async_send_to(asio::buffer(msg), Endpoint{}, kTry);
+    if (r.send) co_return r;
+    std::tie(r.wait, r.size) = co_await u.async_wait_readable(kTry);
+    if (r.wait) co_return r;
+    std::string buf(r.size, '\0');
+    Endpoint from;
+    auto [ec, n] = co_await u.async_receive_from(asio::buffer(buf), from, kTry);
+    r.receive = ec;
+    r.reply = buf.substr(0, n);
+    co_return r;
+  }(kPeer4));
+  INFO("open: " << error_text(r.open) << ", send: " << error_text(r.send) << ", wait: " << error_text(r.wait)
+                << ", receive: " << error_text(r.receive));
+  REQUIRE(!r.open);
+  REQUIRE(!r.send);
+  REQUIRE(!r.wait);
+  REQUIRE(!r.receive);
+  CHECK(r.size == 21);
+  CHECK(r.reply == "sized to the datagram");
+}
+
 TEST_CASE("netstack: ping over ICMP and ICMPv6", "[netstack]") {
   const bool v6 = GENERATE(false, true);
   CAPTURE(v6);

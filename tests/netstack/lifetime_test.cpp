@@ -87,15 +87,19 @@ TEST_CASE("netstack lifetime: closing a listener or a socket ends its pending op
   REQUIRE(!ec);
   auto u = st->listen_udp({ip("198.19.0.1"), 7001}, ec);
   REQUIRE(!ec);
+  auto w = st->listen_udp({ip("198.19.0.1"), 7002}, ec);
+  REQUIRE(!ec);
   char buf[64];
   Endpoint from;
   l.async_accept(prog.note("accept"));
   u.async_receive_from(asio::buffer(buf), from, prog.note("receive"));
+  w.async_wait_readable(prog.note("wait"));
   l.close();
   u.close();
-  auto rs = prog.wait_for(2);
+  w.close();
+  auto rs = prog.wait_for(3);
   INFO(describe(rs));
-  REQUIRE(rs.size() == 2);
+  REQUIRE(rs.size() == 3);
   for (auto& [what, e] : rs) CHECK(e == asio::error::operation_aborted);
   CHECK(prog.on_program_thread);
 }

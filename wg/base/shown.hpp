@@ -31,22 +31,29 @@ constexpr bool looks_like_key(std::string_view text) {
   return false;
 }
 
-// 'text' (control characters as \xNN), or a placeholder when it may hold a key.
-inline std::string shown(std::string_view text) {
-  if (looks_like_key(text)) return "(not shown: it may be key material)";
-  std::string out = "'";
+// `text` with every byte outside printable ASCII as \xNN (a backslash as \x5c, so that
+// the form cannot be forged): text from a client or a file, fit for a log line or a
+// terminal. Neither escapes, NUL nor a newline get through.
+inline std::string escaped(std::string_view text) {
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
   for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7f) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
       out.push_back(static_cast<char>(c));
     } else {
-      constexpr char kHex[] = "0123456789abcdef";
       out += "\\x";
       out.push_back(kHex[c >> 4]);
       out.push_back(kHex[c & 15]);
     }
   }
-  out.push_back('\'');
   return out;
+}
+
+// 'text' (escaped), or a placeholder when it may hold a key.
+inline std::string shown(std::string_view text) {
+  if (looks_like_key(text)) return "(not shown: it may be key material)";
+  return "'" + escaped(text) + "'";
 }
 
 }  // namespace wg
