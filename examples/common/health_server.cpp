@@ -194,10 +194,10 @@ void HealthThread::start(wg::Device& device) {
     }
     return page;
   };
-  asio::co_spawn(impl_->ioc,
-                 health_server(impl_->acceptor, pages,
-                               {impl_->server_name, std::chrono::seconds(10), {}, "health on " + local_address()}),
-                 asio::detached);
+  HealthServerOptions options;
+  options.server_name = impl_->server_name;
+  options.name = "health on " + local_address();
+  asio::co_spawn(impl_->ioc, health_server(impl_->acceptor, pages, std::move(options)), asio::detached);
   impl_->thread = std::thread([this] {
     // For top -H, ps, gdb. By the thread itself: naming another thread opens its comm
     // file for writing, which the sandbox refuses.
