@@ -18,9 +18,10 @@
 # closed port; B comes up 300 ms later, as when a client and its server start together.
 # The first requests must not wait for REKEY_TIMEOUT (5 s): each must be echoed within
 # 2 s. Then 11 s of silence (past the 10 s keepalive: nothing in flight, the session
-# older), and the lone requests again, B's direction first, each echoed within 1 s. The
-# round trips are printed. wireguard-go is the reference release, when the machine has
-# one (REFERENCE_WG_GO below), else the one on PATH; WIREGUARD_GO picks another.
+# older), and the lone requests again, B's direction first, each echoed within 1 s (each
+# one alone: nothing else is in flight when it is sent). The round trips are printed.
+# wireguard-go is the reference release, when the machine has one (REFERENCE_WG_GO
+# below), else the one on PATH; WIREGUARD_GO picks another.
 #
 # Topology: lib.sh. Usage: lone_packet_test.sh BIN_DIR   (exit 77 = skipped)
 WGNET_BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
@@ -113,7 +114,6 @@ scenario() {
   sleep 11  # silence: keepalives done, nothing in flight
   probe "$NS_B" udp "$to_a_host" "$to_a_port" 1 "$impl: idle session, B→A datagram"
   probe "$NS_A" udp 127.0.0.1 7000 1 "$impl: idle session, A→B datagram"
-  sleep 11
   probe "$NS_A" tcp 127.0.0.1 7000 1 "$impl: idle session, A→B connection"
   probe "$NS_B" tcp "$to_a_host" "$to_a_port" 1 "$impl: idle session, B→A connection"
   stop_all
