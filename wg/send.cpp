@@ -191,15 +191,18 @@ void Device::endpoint_refused(const conn::Endpoint& destination) {
   const auto now = this->now();
   const TimePoint last{Clock::duration(last_initiation_.load(std::memory_order_relaxed))};
   if (now - last > kRekeyTimeout) return;
-  PeerPtr p;
+  std::vector<PeerPtr> peers;  // copied: no peer lock is taken under config_mu_ here
   {
     std::shared_lock lock(config_mu_);
-    for (const auto& [key, q] : peers_) {
-      const auto ep = q->endpoint();
-      if (ep && ep->same_destination(destination)) {
-        p = q;
-        break;
-      }
+    peers.reserve(peers_.size());
+    for (const auto& [key, q] : peers_) peers.push_back(q);
+  }
+  PeerPtr p;
+  for (auto& q : peers) {
+    const auto ep = q->endpoint();
+    if (ep && ep->same_destination(destination)) {
+      p = std::move(q);
+      break;
     }
   }
   if (!p) return;

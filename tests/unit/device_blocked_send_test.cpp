@@ -110,6 +110,10 @@ TEST_CASE("device: a peer whose sends block holds up no other peer's timers", "[
                      .wall_clock = [&] { return wall_base + std::chrono::duration_cast<std::chrono::system_clock::duration>(
                                                                 clock.now() - clock.base); },
                      .error_backoff = {}};
+  // What the network's filter touches outlives every device sending through it.
+  std::mutex mu;
+  std::vector<Seen> seen;
+  std::atomic<uint16_t> drop_from{0};
   conn::MemoryNetwork net;
   tun::MemoryDevice a_tun;
   GatedBind a_bind(net);
@@ -132,9 +136,6 @@ TEST_CASE("device: a peer whose sends block holds up no other peer's timers", "[
   a.set_endpoint(*a_c, conn::MemoryBind::endpoint_for(c.dev.listen_port()));
   const uint16_t pa = a.listen_port(), pb = b.dev.listen_port(), pc = c.dev.listen_port();
 
-  std::mutex mu;
-  std::vector<Seen> seen;
-  std::atomic<uint16_t> drop_from{0};
   net.set_filter([&](uint16_t from, uint16_t to, std::span<const uint8_t> d) {
     Seen s{from, to, 0, d.size(), a_bind.holding()};
     if (d.size() >= 4) std::memcpy(&s.type, d.data(), 4);
