@@ -134,19 +134,24 @@ def recvn(s, n):
     return b
 
 
-def dial(kind, proxy, host, port):
-    """A connection to HOST:PORT through the proxy, after its reply (SOCKS5 or HTTP 200)."""
+def dial(kind, proxy, host, port, timeout=IDLE):
+    """A connection to HOST:PORT through the proxy, after its reply (SOCKS5 or HTTP 200).
+    HOST is an IP address or a name for the proxy to resolve; every socket operation
+    waits at most TIMEOUT seconds."""
     phost, pport = proxy.rsplit(":", 1)
-    s = socket.create_connection((phost.strip("[]"), int(pport)), timeout=IDLE)
+    s = socket.create_connection((phost.strip("[]"), int(pport)), timeout=timeout)
     try:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if kind == "socks5":
             s.sendall(b"\x05\x01\x00")
             if recvn(s, 2) != b"\x05\x00":
                 raise OSError("SOCKS5 method refused")
-            ip = ipaddress.ip_address(host)
-            s.sendall(b"\x05\x01\x00" + (b"\x01" if ip.version == 4 else b"\x04") + ip.packed +
-                      struct.pack(">H", port))
+            try:
+                ip = ipaddress.ip_address(host)
+                target = (b"\x01" if ip.version == 4 else b"\x04") + ip.packed
+            except ValueError:  # a name: ATYP 3, resolved by the proxy
+                target = b"\x03" + bytes([len(host)]) + host.encode()
+            s.sendall(b"\x05\x01\x00" + target + struct.pack(">H", port))
             head = recvn(s, 4)
             if head[1] != 0:
                 raise OSError(f"SOCKS5 reply {head[1]}")

@@ -9,6 +9,9 @@
                                                   never its blank line, then hangs up
   uapi_abuse.py idle SOCK COUNT SECONDS         COUNT connections that send nothing, held
                                                   SECONDS (prints "held N" once all connected)
+  uapi_abuse.py storm SECONDS THREADS SOCK...   THREADS clients for SECONDS, each sending
+                                                  get=1 or a malformed request that changes
+                                                  nothing, one after another, to random SOCKs
 
 Every socket operation has a timeout, so a daemon that stops answering fails the case
 instead of hanging the suite. Exit status 0 unless a case broke its rule.
@@ -180,8 +183,62 @@ def idle(path, count, seconds):
     return True
 
 
+# Malformed requests that are refused at their first line, so nothing of them is applied.
+STORM_BAD = [
+    b"set=1\nbogus_key=1\n\n",
+    b"set=1\ngarbage\n\n",
+    b"get=1\nX\n",
+    b"nonsense=1\n\n",
+    b"a" * 65536 + b"\n\n",
+    bytes(range(1, 10)) + bytes(range(11, 61)) + b"\n\n",
+]
+
+
+def storm(seconds, threads, paths):
+    """A get=1 must end with errno=0, a malformed request with errno=-N or the connection
+    closed, each within 5 s."""
+    lock = threading.Lock()
+    counts = {"get": 0, "bad": 0, "wrong": 0, "slowest": 0.0}
+    end = time.time() + seconds
+
+    def client(seed):
+        rnd = random.Random(seed)
+        while time.time() < end:
+            path = rnd.choice(paths)
+            get = rnd.random() < 0.5
+            t = time.time()
+            try:
+                got, note = ask(path, b"get=1\n\n" if get else rnd.choice(STORM_BAD), half_close=not get)
+            except OSError as e:
+                got, note = b"", type(e).__name__
+            took = time.time() - t
+            if get:
+                good = got.endswith(b"\nerrno=0\n\n") and not note
+            else:
+                last = got.rsplit(b"errno=", 1)[-1] if got else b""
+                good = note != "timeout" and (not got or (last.startswith(b"-") and got.endswith(b"\n\n")))
+            with lock:
+                counts["get" if get else "bad"] += 1
+                if get:
+                    counts["slowest"] = max(counts["slowest"], took)
+                if not good:
+                    counts["wrong"] += 1
+                    print(f"BAD  storm: {path} {'get=1' if get else 'malformed'} -> {got[-60:]!r} [{note}]")
+
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print(f"storm: {counts['get'] + counts['bad']} requests ({counts['get']} get=1, {counts['bad']} malformed) "
+          f"to {len(paths)} sockets, {counts['wrong']} wrong replies, slowest get=1 {counts['slowest']:.3f} s")
+    return counts["wrong"] == 0
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
+    if mode == "storm":
+        sys.exit(0 if storm(float(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]) else 1)
     if mode == "requests":
         ok = requests(path, sys.argv[3] if len(sys.argv) > 3 else None)
     elif mode == "junk":
