@@ -8,7 +8,7 @@
 
 using namespace std::string_literals;
 
-TEST_CASE("escaped: control bytes, NUL, newlines and bytes past ASCII as \\xNN", "[shown]") {
+TEST_CASE("escaped: control bytes, NUL, newlines and bytes past ASCII as backslash-x and two hex digits", "[shown]") {
   CHECK(wg::escaped("web.internal") == "web.internal");
   CHECK(wg::escaped("\x1b[31mred") == "\\x1b[31mred");
   CHECK(wg::escaped("a\0b"s) == "a\\x00b");
