@@ -115,9 +115,11 @@ asio::awaitable<void> health_server(tcp::acceptor& acceptor, HealthPages pages, 
   auto shared_pages = std::make_shared<HealthPages>(std::move(pages));
   auto shared_options = std::make_shared<HealthServerOptions>(std::move(options));
   AcceptOptions accept{shared_options->name, shared_options->max_connections, shared_options->on_refused};
-  co_await accept_loop(acceptor, std::move(accept), [shared_pages, shared_options](tcp::socket s) {
+  // Named, not a temporary of the co_await: g++ 12 destroys such temporaries twice.
+  std::function<asio::awaitable<void>(tcp::socket)> serve_one = [shared_pages, shared_options](tcp::socket s) {
     return serve(std::move(s), shared_pages, shared_options);
-  });
+  };
+  co_await accept_loop(acceptor, std::move(accept), std::move(serve_one));
 }
 
 // --- HealthThread ---

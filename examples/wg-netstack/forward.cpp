@@ -43,9 +43,12 @@ awaitable<void> forward_one(Context& ctx, std::shared_ptr<const ForwardSpec> sha
 
 awaitable<void> forward_tcp(Context& ctx, std::shared_ptr<tcp::acceptor> acc, ForwardSpec spec) {
   auto shared_spec = std::make_shared<const ForwardSpec>(std::move(spec));
-  co_await accept_loop(ctx, *acc, "forward " + shared_spec->text, [&ctx, shared_spec](tcp::socket s) {
+  // Named, not temporaries of the co_await: g++ 12 destroys such temporaries twice.
+  const std::string kind = "forward " + shared_spec->text;
+  std::function<awaitable<void>(tcp::socket)> serve_one = [&ctx, shared_spec](tcp::socket s) {
     return forward_one(ctx, shared_spec, std::move(s));
-  });
+  };
+  co_await accept_loop(ctx, *acc, kind, std::move(serve_one));
 }
 
 // The replies of one UDP flow, back to where its datagrams came from, for as long as the
