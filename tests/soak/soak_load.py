@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "netns"))
 import proxy_load  # noqa: E402  (its stream, line reader and proxy dialer)
 
