@@ -76,7 +76,8 @@ std::optional<Clock::duration> Timers::initiation_refused(TimePoint sent) {
   refused_gap_ = refused_gap_ == Clock::duration::zero()
                      ? Clock::duration(kRefusedRetry)
                      : std::min<Clock::duration>(2 * refused_gap_, kRekeyTimeout);
-  if (sent + refused_gap_ < *retransmit_handshake_) {
+  // At REKEY_TIMEOUT the retry is the paper's own, counted towards giving up.
+  if (refused_gap_ < kRekeyTimeout && sent + refused_gap_ < *retransmit_handshake_) {
     retransmit_handshake_ = sent + refused_gap_;
     early_retransmit_ = true;
   }

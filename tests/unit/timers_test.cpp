@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <set>
+#include <vector>
 
 #include "wg/messages.hpp"
 #include "wg/timers.hpp"
@@ -127,6 +128,44 @@ TEST_CASE("timers: retransmissions count up and give up once attempts exceed 18"
   CHECK(a.zero_keys);
   CHECK_FALSE(a.send_keepalive);
   CHECK_FALSE(t.next_deadline());
+}
+
+// Refused initiations (nobody listens there): retries after 100, 200, ... ms, uncounted,
+// until the gap reaches REKEY_TIMEOUT; from then on each retry counts, and a peer that
+// keeps refusing is given up as one that never answers.
+TEST_CASE("timers: refused initiations retry early, uncounted, then count up to giving up", "[timers]") {
+  FakeClock clock;
+  Timers t = fixed_jitter();
+  t.handshake_initiated(clock.now);
+  std::vector<Clock::duration> gaps;
+  bool gave_up = false;
+  for (int i = 0; i < 200 && !gave_up; ++i) {
+    const TimePoint sent = clock.now;
+    auto gap = t.initiation_refused(sent);
+    REQUIRE(gap);
+    CHECK_FALSE(t.initiation_refused(sent));  // one refusal per initiation
+    const TimePoint due = *t.next_deadline();
+    CHECK(nothing(t.tick(due - kTick)));
+    clock.now = due;
+    TimerActions a = t.tick(clock.now);
+    gaps.push_back(due - sent);
+    if (a.give_up) {
+      gave_up = true;
+      break;
+    }
+    REQUIRE(a.send_initiation);
+    t.handshake_initiated(clock.now);
+  }
+  REQUIRE(gave_up);
+  REQUIRE(gaps.size() > 6);
+  CHECK(gaps[0] == 100ms);
+  CHECK(gaps[1] == 200ms);
+  CHECK(gaps[2] == 400ms);
+  CHECK(gaps[5] == 3200ms);
+  CHECK(gaps[6] == wg::kRekeyTimeout + kJitter);  // the paper's own retry from here on
+  // The six early retries were not counted: then 19 counted ones, as without refusals,
+  // and the give-up.
+  CHECK(gaps.size() == size_t(6 + (wg::kMaxTimerHandshakes + 1) + 1));
 }
 
 TEST_CASE("timers: giving up keeps an already armed zero_key_material deadline", "[timers]") {
