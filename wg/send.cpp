@@ -190,7 +190,7 @@ void Device::send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> dat
 void Device::endpoint_refused(const conn::Endpoint& destination) {
   const auto now = this->now();
   const TimePoint last{Clock::duration(last_initiation_.load(std::memory_order_relaxed))};
-  if (now - last > kRekeyTimeout) return;
+  if (now - kRekeyTimeout > last) return;  // not now - last: last starts at min()
   std::vector<PeerPtr> peers;  // copied: no peer lock is taken under config_mu_ here
   {
     std::shared_lock lock(config_mu_);

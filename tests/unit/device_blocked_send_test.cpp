@@ -191,8 +191,12 @@ TEST_CASE("device: a peer whose sends block holds up no other peer's timers", "[
   }
   SECTION("c's key zeroing") {
     REQUIRE(a_c->has_session_keys());
+    const uint64_t c_had = c_a->stats().rx_bytes.load();
     advance(10s);  // the keepalive owed to c goes (later, it would start a handshake)
     REQUIRE(eventually([&] { return count(pa, pc, MessageType::transport, kKeepaliveSize, true) == 1; }));
+    // ... and c has taken it: else c's own new-handshake timer (15 s after its packet
+    // with no answer) would start a handshake at the jump below, and a new session.
+    REQUIRE(eventually([&] { return c_a->stats().rx_bytes.load() > c_had; }));
     advance(3 * kRejectAfterTime - 10s + 1s);
     CHECK_FALSE(a_c->has_session_keys());
   }
