@@ -57,12 +57,16 @@ std::string Endpoint::to_string() const {
   }
   if (family == 6) {
     inet_ntop(AF_INET6, addr.data(), buf, sizeof buf);
-    std::string zone;
+    std::string s = "[";
+    s += buf;
     if (scope_id != 0) {
       char name[IF_NAMESIZE];
-      zone = "%" + std::string(if_indextoname(scope_id, name) ? name : std::to_string(scope_id));
+      s += '%';
+      s += if_indextoname(scope_id, name) ? std::string(name) : std::to_string(scope_id);
     }
-    return "[" + std::string(buf) + zone + "]:" + std::to_string(port);
+    s += "]:";
+    s += std::to_string(port);
+    return s;
   }
   return "(none)";
 }

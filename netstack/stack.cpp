@@ -411,8 +411,11 @@ bool StackImpl::routable(const wg::IpAddress& a) {
 }  // namespace detail
 
 std::string Endpoint::to_string() const {
-  return addr.is_v6() ? "[" + addr.to_string() + "]:" + std::to_string(port)
-                      : addr.to_string() + ":" + std::to_string(port);
+  std::string s = addr.is_v6() ? "[" : "";
+  s += addr.to_string();
+  s += addr.is_v6() ? "]:" : ":";
+  s += std::to_string(port);
+  return s;
 }
 
 std::unique_ptr<Stack> Stack::create(const StackOptions& options, std::error_code& ec) {

@@ -10,8 +10,9 @@ build=${1:-$top/build-pkg}
 # and bind-now, PIE), as a package built by debhelper gets them; read by the first
 # configure of the build directory.
 export DEB_BUILD_MAINT_OPTIONS=hardening=+all
-CFLAGS="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CFLAGS)"
-CXXFLAGS="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CXXFLAGS)"
+# -Werror: a warning of g++ at these flags fails the package build.
+CFLAGS="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CFLAGS) -Werror"
+CXXFLAGS="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CXXFLAGS) -Werror"
 LDFLAGS=$(dpkg-buildflags --get LDFLAGS)
 export CFLAGS CXXFLAGS LDFLAGS
 # Debian 12 paths: units in /lib/systemd/system (bookworm's systemd and lintian look

@@ -285,7 +285,7 @@ void Device::queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoi
 }
 
 void Device::handshake_worker() {
-  size_t left;
+  size_t left = 0;
   while (auto job = hs_jobs_.pop(&left)) {
     if (closing_) return;  // what is still queued is dropped
     handle_handshake(*job, admission_.under_load(left, now()));

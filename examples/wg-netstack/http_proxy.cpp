@@ -51,9 +51,13 @@ std::string request_line(const http::request_parser<http::empty_body>& parser) {
   const auto& req = parser.get();
   const std::string_view method = req.method_string(), target = req.target();
   if (method.empty() && target.empty()) return "(no request line)";
-  std::string line = "'" + wg::escaped(method) + " " + wg::escaped(target.substr(0, kMaxTarget));
+  std::string line = "'";
+  line += wg::escaped(method);
+  line += ' ';
+  line += wg::escaped(target.substr(0, kMaxTarget));
   if (target.size() > kMaxTarget) line += "...";
-  return line + "'";
+  line += '\'';
+  return line;
 }
 
 // Reads the next request header within the handshake timeout (for the first request, and

@@ -77,8 +77,8 @@ HttpVerdict absolute_form(std::string_view target, bool options) {
   v.forward = true;
   v.authority = std::string(authority);
   // An empty path is "/" (RFC 9112 §3.2.1), or "*" for OPTIONS (§3.2.4).
-  if (rest.empty()) v.path = options ? "*" : "/";
-  else if (rest[0] == '?') v.path = "/" + std::string(rest);
+  if (rest.empty()) v.path.assign(1, options ? '*' : '/');
+  else if (rest[0] == '?') v.path.append("/").append(rest);
   else v.path = std::string(rest);
   return v;
 }

@@ -53,7 +53,10 @@ inline std::string escaped(std::string_view text) {
 // 'text' (escaped), or a placeholder when it may hold a key.
 inline std::string shown(std::string_view text) {
   if (looks_like_key(text)) return "(not shown: it may be key material)";
-  return "'" + escaped(text) + "'";
+  std::string s = "'";
+  s += escaped(text);
+  s += '\'';
+  return s;
 }
 
 }  // namespace wg
