@@ -208,7 +208,7 @@ bool bind_pair(uint16_t port, bool want_gro, bool reuseport, Fd& v4, bool& gro4,
   }
 }
 
-// What sendmmsg says when a PKTINFO source no longer fits (measured on 6.18): EINVAL
+// What sendmmsg says when a PKTINFO source no longer fits (Linux 6.18): EINVAL
 // for an address on another interface (IPv4) or not local at all (IPv6), ENETUNREACH
 // for a non-local IPv4 address, ENODEV for a deleted interface; EADDRNOTAVAIL too.
 bool stale_source(const std::error_code& e) {

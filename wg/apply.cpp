@@ -17,7 +17,7 @@ void apply_config(Device& dev, const Config& cfg, const EndpointResolver& resolv
   if (cfg.iface.private_key) dev.set_private_key(*cfg.iface.private_key);
   if (cfg.iface.listen_port) {
     if (auto ec = dev.set_listen_port(*cfg.iface.listen_port))
-      throw std::runtime_error("cannot listen on UDP port " + std::to_string(*cfg.iface.listen_port) + ": " +
+      throw std::runtime_error("cannot open UDP port " + std::to_string(*cfg.iface.listen_port) + ": " +
                                ec.message());
   }
   if (cfg.iface.fwmark) dev.set_fwmark(*cfg.iface.fwmark);
@@ -43,7 +43,7 @@ void sync_config(Device& dev, const Config& cfg, const EndpointResolver& resolve
   }
   if (cfg.iface.listen_port && *cfg.iface.listen_port != dev.listen_port()) {
     if (auto ec = dev.set_listen_port(*cfg.iface.listen_port))
-      throw std::runtime_error("cannot listen on UDP port " + std::to_string(*cfg.iface.listen_port) + ": " +
+      throw std::runtime_error("cannot open UDP port " + std::to_string(*cfg.iface.listen_port) + ": " +
                                ec.message());
   }
   if (cfg.iface.fwmark) dev.set_fwmark(*cfg.iface.fwmark);

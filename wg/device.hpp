@@ -169,8 +169,6 @@ private:
   void decrypt_batch(Batch& b);
   void flush_inbound(Peer& p, Batch* done);
   void queue_handshake(const uint8_t* msg, size_t size, const conn::Endpoint& from);
-  // Sets p's endpoint (null: none), keeping admission_'s known endpoints in step.
-  void store_endpoint(Peer& p, const conn::Endpoint* ep);
   void handshake_worker();
   void handle_handshake(HandshakeJob& job, bool under_load);
   void consume_initiation_message(HandshakeJob& job);
@@ -181,12 +179,14 @@ private:
   void submit(Batch* b);
   void crypt(Batch* b);  // encrypt_worker or decrypt_worker by b's direction
   static constexpr size_t kInlineBatch = 4;
-  // timer_thread.cpp: what p's due timers ask for.
-  void run_timers(Peer& p, const TimerActions& a);
+  // Sets p's endpoint (null: none), keeping admission_'s known endpoints in step.
+  void store_endpoint(Peer& p, const conn::Endpoint* ep);
   void install_keypair(Peer& p, const noise::SessionKeys& keys, bool initiator);
   void handshake_completed(Peer& p, const char* role);
   std::error_code open_bind_locked();
   void close_bind_locked();
+  // timer_thread.cpp: what p's due timers ask for.
+  void run_timers(Peer& p, const TimerActions& a);
 
   // Lock order, outermost first: bind_mu_, config_mu_, a peer's locks (Peer's order),
   // then the locks inside the queues, pools and the timer list, which call out under none.

@@ -67,7 +67,7 @@ private:
       if (!parse_uint(value, port)) return SetError{kErrorInvalid, "invalid listen_port"};
       if (auto ec = dev_.set_listen_port(port))
         return SetError{ec == std::errc::address_in_use ? kErrorPortInUse : kErrorIo,
-                        "cannot listen on port " + std::to_string(port) + ": " + ec.message()};
+                        "cannot open UDP port " + std::to_string(port) + ": " + ec.message()};
       return std::nullopt;
     }
     if (key == "fwmark") {

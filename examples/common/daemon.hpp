@@ -1,17 +1,28 @@
 // A daemon's start in the background with a readiness pipe: the process the user
-// started returns only once the one that stays is up (exit 0), or has failed (exit 1).
+// started returns only once the one that stays is up (exit 0), or has failed (exit 1,
+// with the reason the one that stays printed).
 #pragma once
+
+#include <cstddef>
+#include <string_view>
 
 namespace programs {
 
-// Forks before any thread starts. The parent waits for the child's notify_ready (exit 0)
-// or its end (exit 1; the child has printed why), and never returns. The child, in a new
-// session, gets the pipe's write end to hand to daemon_ready.
-int fork_daemon();
+// Forks before any thread starts. The parent copies what the child writes to the pipe
+// to its own stderr until the child's notify_ready, then notifies `pass_on` (if >= 0)
+// and exits 0; if the child ends first it exits 1, saying "PROGRAM: the background
+// process exited before it was up" when the child said nothing. It never returns. The
+// child, in a new session, gets the pipe's write end (for daemon_ready); its stderr is
+// the pipe too unless keep_stderr.
+int fork_daemon(std::string_view program, int pass_on = -1, bool keep_stderr = false);
 
-// The child of fork_daemon is up: tells the parent, and lets go of the terminal
-// (`null`: /dev/null, opened before the sandbox; -1 keeps the terminal).
+// The child of fork_daemon is up: tells the parent, and lets go of the terminal or the
+// pipe (`null`: /dev/null onto 0, 1 and 2, opened before the sandbox; -1 keeps them).
 void daemon_ready(int fd, int null);
+
+// /dev/null (close-on-exec) if stderr is the pipe `ready_fd` writes to, else -1: what a
+// re-executed child gives daemon_ready. Throws std::system_error.
+int null_if_stderr_is(int ready_fd);
 
 // A pipe's read end and write end, both close-on-exec. Throws std::system_error.
 struct ReadyPipe {
@@ -19,11 +30,15 @@ struct ReadyPipe {
   static ReadyPipe make();
 };
 
-// Writes the one byte that says "up" to `fd` and closes it.
+// Writes the byte that says "up" (NUL, which no message has) to `fd` and closes it.
 void notify_ready(int fd);
 
-// Blocks until the writers of the pipe `read_fd` said "up" (true) or all closed their
-// end first (false); closes read_fd.
-bool wait_ready(int read_fd);
+// Blocks until the writers of the pipe `read_fd` said "up" or all closed their end
+// first; what they wrote before goes to `copy_to` (if >= 0). Closes read_fd.
+struct Readiness {
+  bool up = false;
+  size_t said = 0;  // bytes written before "up" or the end
+};
+Readiness wait_ready(int read_fd, int copy_to = -1);
 
 }  // namespace programs

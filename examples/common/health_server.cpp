@@ -180,22 +180,34 @@ std::string HealthThread::local_address() const {
                               : fmt::format("{}:{}", ep.address().to_string(), ep.port());
 }
 
-void HealthThread::start(wg::Device& device) {
-  auto pages = [&device](std::string_view target) {
+HealthPages standard_pages(std::function<bool()> ready, std::function<std::string()> metrics,
+                           std::function<std::string()> ready_json) {
+  return [ready = std::move(ready), metrics = std::move(metrics),
+          ready_json = std::move(ready_json)](std::string_view target) {
     HealthPage page;
     if (target == "/readyz") {
-      const bool ok = handshakes_healthy(device);
+      const bool ok = ready();
       page.status = ok ? 200 : 503;
-      page.body = ok ? "ready\n" : "no handshake with any peer succeeded lately\n";
+      if (ready_json) {
+        page.content_type = "application/json";
+        page.body = ready_json();
+      } else {
+        page.body = ok ? "ready\n" : "no handshake with any peer succeeded lately\n";
+      }
     } else if (target == "/metrics") {
       page.content_type = "text/plain; version=0.0.4";
-      page.body = device_metrics(device);
+      page.body = metrics();
     } else {
       page.status = 404;
       page.body = "not found\n";
     }
     return page;
   };
+}
+
+void HealthThread::start(wg::Device& device) {
+  auto pages = standard_pages([&device] { return handshakes_healthy(device); },
+                              [&device] { return device_metrics(device); });
   HealthServerOptions options;
   options.server_name = impl_->server_name;
   options.name = "health on " + local_address();

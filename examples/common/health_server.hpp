@@ -44,6 +44,12 @@ struct HealthPage {
 // the acceptor's executor.
 using HealthPages = std::function<HealthPage(std::string_view target)>;
 
+// The pages of every --health listener: /readyz 200 when ready(), else 503 (the body
+// ready_json() as JSON if given, else one line), /metrics metrics() as Prometheus text,
+// anything else 404.
+HealthPages standard_pages(std::function<bool()> ready, std::function<std::string()> metrics,
+                           std::function<std::string()> ready_json = {});
+
 inline constexpr size_t kDefaultHealthMaxConnections = 64;
 
 struct HealthServerOptions {

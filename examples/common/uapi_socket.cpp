@@ -1,11 +1,18 @@
 #include "uapi_socket.hpp"
 
+#include <net/if.h>
+
 #include <stdexcept>
 #include <utility>
 
 #include "wg/uapi_server.hpp"
 
 namespace programs {
+
+bool valid_interface_name(const std::string& n) {
+  return !n.empty() && n.size() < IFNAMSIZ && n != "." && n != ".." &&
+         n.find_first_of("/ \t\n\v\f\r:") == std::string::npos;
+}
 
 UapiSocket UapiSocket::listen(std::string path) {
   std::string err;

@@ -9,6 +9,11 @@
 
 namespace programs {
 
+// An interface name the kernel and wg(8) take: 1 to 15 characters, no '/', ':' or
+// white space, not "." or "..". kInterfaceNameRule says so to a user.
+bool valid_interface_name(const std::string& name);
+inline constexpr const char* kInterfaceNameRule = "an interface name is 1-15 characters without '/', ':' or spaces";
+
 // Holds the listening descriptor until release() hands it to wg::uapi::Server, and the
 // file's removal until destruction. Not thread-safe; move-only.
 class UapiSocket {

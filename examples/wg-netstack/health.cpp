@@ -5,6 +5,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/core.h>
 
+#include <functional>
+
 #include "health_server.hpp"  // examples/common: the server and the device's part
 #include "listener.hpp"
 
@@ -113,29 +115,12 @@ awaitable<void> health_server(Context& ctx, tcp::acceptor& acceptor) {
                                         [&ctx] { ctx.metrics.handshake_timeouts.fetch_add(1); },
                                         listener_name("health", acceptor), ctx.limits.health_max_connections,
                                         [&ctx] { ctx.metrics.connections_refused.fetch_add(1); }};
-  return programs::health_server(
-      acceptor,
-      [&ctx](std::string_view target) {
-        programs::HealthPage page;
-        if (target == "/readyz") {
-          const bool ok = ready(ctx);
-          page.status = ok ? 200 : 503;
-          if (ctx.checks) {
-            page.content_type = "application/json";
-            page.body = checks_json(*ctx.checks);
-          } else {
-            page.body = ok ? "ready\n" : "no handshake with any peer succeeded lately\n";
-          }
-        } else if (target == "/metrics") {
-          page.content_type = "text/plain; version=0.0.4";
-          page.body = metrics_text(ctx);
-        } else {
-          page.status = 404;
-          page.body = "not found\n";
-        }
-        return page;
-      },
-      std::move(options));
+  std::function<std::string()> json;
+  if (ctx.checks) json = [&ctx] { return checks_json(*ctx.checks); };
+  return programs::health_server(acceptor,
+                                 programs::standard_pages([&ctx] { return ready(ctx); },
+                                                          [&ctx] { return metrics_text(ctx); }, std::move(json)),
+                                 std::move(options));
 }
 
 }  // namespace wgns

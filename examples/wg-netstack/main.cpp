@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "config_check.hpp"
 #include "confine.hpp"
 #include "context.hpp"
 #include "daemon.hpp"
@@ -59,10 +60,9 @@ ProxyConfig load_config(const Options& o) {
   // With [STDIOTunnel], stderr is the terminal of the program that runs us (ssh's
   // ProxyCommand): log nothing there unless asked for.
   if (!pc.stdio_tunnels.empty() && !o.level_given && !o.silent) wg::log::set_level(wg::log::Level::silent);
-  for (auto& w : pc.warnings) wg::log::error("{}{}", w.rfind("warning: ", 0) == 0 ? "" : "warning: ", w);
+  for (auto& w : programs::warning_lines(pc.warnings)) wg::log::error("{}", w);
   refuse_unsupported(pc, o.config_path);
-  if (!pc.wg.iface.private_key) throw std::runtime_error(o.config_path + ": [Interface] has no PrivateKey");
-  if (pc.wg.iface.addresses.empty()) throw std::runtime_error(o.config_path + ": [Interface] has no Address");
+  programs::require_interface(pc.wg, o.config_path, true);
   return pc;
 }
 
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     // the sandbox still lets /etc/passwd be read.
     std::optional<programs::User> user;
     if (!o.user.empty()) user = programs::find_user(o.user);
-    const int ready_fd = o.daemon_mode ? programs::fork_daemon() : -1;
+    const int ready_fd = o.daemon_mode ? programs::fork_daemon("wg-netstack") : -1;
     const int null_fd = o.daemon_mode ? ::open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
     (void)resident_bytes();  // opens /proc/self/statm before the sandbox
     programs::UapiSocket uapi_socket;

@@ -7,7 +7,9 @@
 #include <cstdlib>
 
 #include "context.hpp"
+#include "listen_address.hpp"
 #include "process.hpp"
+#include "uapi_socket.hpp"
 #include "wg/uapi_server.hpp"
 
 namespace wgns {
@@ -26,6 +28,16 @@ std::string default_config_path() {
   return {};
 }
 
+// A listen address's check for CLI11, which puts the flag in front of its message.
+std::string listen_address_error(const std::string& v) {
+  try {
+    programs::parse_listen(v);
+    return {};
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 }  // namespace
 
 Options parse_options(int argc, char** argv) {
@@ -38,13 +50,15 @@ Options parse_options(int argc, char** argv) {
   app.add_flag("-n,--configtest", o.config_test, "only check the config file: print 'Config OK' or its error");
   app.add_flag("-d,--daemon", o.daemon_mode, "run in the background once up (the exit status says whether it came up)");
   app.add_flag("-s,--silent", o.silent, "log nothing (--log-level silent)");
-  app.add_option("--socks5", o.socks, "SOCKS5 listen address")->capture_default_str();
+  app.add_option("--socks5", o.socks, "SOCKS5 listen address")->capture_default_str()->check(listen_address_error);
   app.add_flag("--no-socks5", o.no_socks, "do not run the SOCKS5 proxy");
   app.add_option("--http", o.http_addr,
-                 "HTTP proxy listen address: CONNECT, and plain requests with an absolute http:// URI");
+                 "HTTP proxy listen address: CONNECT, and plain requests with an absolute http:// URI")
+      ->check(listen_address_error);
   app.add_option("--forward", o.forwards, "tcp|udp:LOCAL_ADDR:PORT=TUNNEL_HOST:PORT (repeatable)");
   app.add_option("--reverse", o.reverses, "tcp|udp:TUNNEL_ADDR:PORT=LOCAL_ADDR:PORT (repeatable)");
-  app.add_option("--health,-i,--info", o.health_addr, "serve /readyz and /metrics on this address");
+  app.add_option("--health,-i,--info", o.health_addr, "serve /readyz and /metrics on this address")
+      ->check(listen_address_error);
   app.add_option("--auth-file", o.auth_file,
                  "file with one line USER:PASSWORD for the proxies (or env WG_NETSTACK_AUTH)");
   o.handshake_seconds = std::chrono::duration<double>(kDefaultHandshakeTimeout).count();
@@ -93,10 +107,7 @@ Options parse_options(int argc, char** argv) {
                  std::string("serve the UAPI as interface NAME, so that wg(8) drives it: ") + wg::uapi::kSocketDir +
                      "/NAME.sock")
       ->check([](const std::string& n) -> std::string {
-        if (n.empty() || n.size() >= IFNAMSIZ || n == "." || n == ".." ||
-            n.find_first_of("/ \t\n") != std::string::npos)
-          return "an interface name is 1-15 characters without '/' or spaces";
-        return {};
+        return programs::valid_interface_name(n) ? "" : programs::kInterfaceNameRule;
       });
   app.add_option("--uapi", o.uapi_path, "serve the UAPI on this Unix socket path instead (wg(8) cannot find it there)");
   app.add_option("--user", o.user,

@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <stdexcept>
@@ -88,7 +90,7 @@ std::pair<std::string, std::string> read_auth(const std::string& file) {
     line = env;
   } else if (!file.empty()) {
     std::ifstream in(file);
-    if (!in) throw std::runtime_error("cannot read auth file " + file);
+    if (!in) throw std::runtime_error(fmt::format("--auth-file {}: {}", file, std::strerror(errno)));
     std::getline(in, line);
   } else {
     return {};
@@ -190,10 +192,21 @@ Services::Services(Context& ctx, const ServicePlan& plan, const Options& o, cons
     acceptors_.push_back(a);
     asio::co_spawn(ex, health_server(ctx, *a), asio::detached);
   }
-  for (auto& f : o.forwards) start_forward(ctx, parse_forward(f));
-  for (auto& r : o.reverses) start_reverse(ctx, parse_forward(r));
-  for (auto& f : plan.tunnel_forwards) start_forward(ctx, f);
-  for (auto& r : plan.tunnel_reverses) start_reverse(ctx, r);
+  // Forwards listen on the host (from) into the tunnel (to); reverses in the tunnel.
+  std::vector<std::pair<bool, ForwardSpec>> specs;  // (reverse, spec)
+  for (auto& f : o.forwards) specs.emplace_back(false, parse_forward(f));
+  for (auto& f : plan.tunnel_forwards) specs.emplace_back(false, f);
+  for (auto& r : o.reverses) specs.emplace_back(true, parse_forward(r));
+  for (auto& r : plan.tunnel_reverses) specs.emplace_back(true, r);
+  auto at = [](const std::string& host, uint16_t port) {
+    return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port) : fmt::format("[{}]:{}", host, port);
+  };
+  for (auto& [reverse, f] : specs) {
+    if (reverse) start_reverse(ctx, f);
+    else start_forward(ctx, f);
+    listening_ += fmt::format(", {} {} {} to {}", reverse ? "reverse" : "forward", f.udp ? "udp" : "tcp",
+                              at(f.from_host, f.from_port), at(f.to_host, f.to_port));
+  }
   // [STDIOTunnel]: when its connection has ended, so has wg-netstack (as wireproxy). A
   // dial that fails ends it with status 1 (ssh's ProxyCommand then says so), unless other
   // services run: those go on, as wireproxy's do.

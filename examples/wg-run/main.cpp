@@ -24,6 +24,7 @@
 
 #include "bind/linux.hpp"
 #include "bind/resolve.hpp"
+#include "config_check.hpp"
 #include "confine.hpp"
 #include "diagnose.hpp"
 #include "health_server.hpp"
@@ -44,7 +45,7 @@ Verbosity verbosity = Verbosity::normal;
 
 // wg-run's own lines: a start-up error (always shown), or what a user should know while
 // COMMAND runs (a warning, a reload, the tunnel failing: hidden by -q). The WireGuard
-// core's own log (handshakes, dropped packets) shows only with -v: it shares COMMAND's
+// core's own log (handshakes, dropped packets) shows only with --verbose: it shares COMMAND's
 // terminal.
 template <class... Args>
 void say(fmt::format_string<Args...> f, Args&&... args) {
@@ -58,11 +59,6 @@ struct StartError : std::runtime_error {
 // A usage error: one line on stderr, exit status 1 (as the other programs).
 [[noreturn]] void usage_error(std::string what) { programs::usage_error("wg-run", std::move(what)); }
 
-bool valid_interface_name(const std::string& n) {
-  return !n.empty() && n.size() < IFNAMSIZ && n != "." && n != ".." &&
-         n.find_first_of("/ \t\n:") == std::string::npos;
-}
-
 // wg-quick's rule: the interface is named after the config file (wg0.conf: wg0).
 std::string interface_from_config(const std::string& path) {
   std::string base = path.substr(path.find_last_of('/') + 1);
@@ -71,7 +67,7 @@ std::string interface_from_config(const std::string& path) {
   const bool plain = std::all_of(base.begin(), base.end(), [](unsigned char c) {
     return std::isalnum(c) || c == '_' || c == '=' || c == '+' || c == '.' || c == '-';
   });
-  return plain && valid_interface_name(base) ? base : "wg0";
+  return plain && programs::valid_interface_name(base) ? base : "wg0";
 }
 
 // The exit status a shell would give for a wait status.
@@ -98,11 +94,9 @@ struct Options {
 
 int run(const Options& o, const programs::WaitedSignals& signals) {
   wg::Config cfg = wg::load_config(o.config_path);
-  for (auto& w : cfg.warnings) say("{}{}", w.rfind("warning: ", 0) == 0 ? "" : "warning: ", w);
-  if (!cfg.iface.private_key) throw StartError(o.config_path + ": [Interface] has no PrivateKey");
-  if (cfg.iface.addresses.empty())
-    throw StartError(o.config_path + ": [Interface] has no Address (wg-run gives the namespace these addresses; "
-                                     "add Address = 198.19.0.1/24, say)");
+  for (auto& w : programs::warning_lines(cfg.warnings)) say("{}", w);
+  programs::require_interface(cfg, o.config_path, true,
+                              "wg-run gives the namespace these addresses; add Address = 198.19.0.1/24, say");
   if (!cfg.iface.wg_quick_extras.empty()) {
     std::string keys;
     for (auto& [k, v] : cfg.iface.wg_quick_extras)
@@ -281,27 +275,30 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   return status;
 }
 
+// CLI11's help with wg-run's two forms as its usage lines.
+class Usage : public CLI::Formatter {
+ public:
+  explicit Usage(std::string lines) : lines_(std::move(lines)) {}
+  std::string make_usage(const CLI::App*, std::string) const override { return lines_; }
+
+ private:
+  std::string lines_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // COMMAND is everything after the first "--" (or, without one, from the first argument
-  // that is not an option of wg-run's).
-  int ours = argc;
-  std::vector<std::string> command;
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--") == 0) {
-      ours = i;
-      command.assign(argv + i + 1, argv + argc);
-      break;
-    }
-
-  CLI::App app{
-      "wg-run: run a program with its whole network through WireGuard, without root\n"
-      "  wg-run -c FILE [OPTIONS] -- COMMAND [ARGS...]\n"
-      "  wg-run -c FILE [OPTIONS] --netns PATH"};
+  CLI::App app{"wg-run: run a program with its whole network through WireGuard, without root"};
+  app.formatter(std::make_shared<Usage>(
+      "Usage:\n"
+      "  wg-run -c FILE [OPTIONS] [--] COMMAND [ARGS...]\n"
+      "  wg-run -c FILE [OPTIONS] --netns PATH\n"));
   Options o;
   bool quiet = false, verbose = false;
-  app.set_version_flag("--version", std::string("wg-run ") + WGNET_VERSION + " (wgnet)");
+  app.set_version_flag("-v,--version", std::string("wg-run ") + WGNET_VERSION + " (wgnet)");
+  // COMMAND starts at the first argument that is neither an option of wg-run's nor its
+  // value, or after the first "--".
+  app.prefix_command();
   app.add_option("-c,--config", o.config_path,
                  "wg-quick config: [Interface] with PrivateKey and Address (DNS, MTU, ListenPort used), [Peer]s")
       ->required()
@@ -314,7 +311,7 @@ int main(int argc, char** argv) {
                  std::string("name the TUN NAME and serve the UAPI as interface NAME, so that wg(8) drives it: ") +
                      wg::uapi::kSocketDir + "/NAME.sock (default TUN name: the config file's, as wg-quick)")
       ->check([](const std::string& n) -> std::string {
-        return valid_interface_name(n) ? "" : "an interface name is 1-15 characters without '/', ':' or spaces";
+        return programs::valid_interface_name(n) ? "" : programs::kInterfaceNameRule;
       })
       ->type_name("NAME");
   app.add_option("--uapi", o.uapi_path, "serve the UAPI on this Unix socket path instead (wg(8) cannot find it there)")
@@ -326,29 +323,28 @@ int main(int argc, char** argv) {
   app.add_flag("--share-host-sockets", o.share_host_sockets,
                "keep the host's /tmp and /run inside, with the Unix sockets there (X11, audio, the session bus, "
                "proxies): each is a way around the tunnel; by default COMMAND gets empty ones");
-  app.add_flag("-v,--verbose", verbose, "also log the WireGuard core's events (handshakes) and details");
+  app.add_flag("--verbose", verbose, "also log the WireGuard core's events (handshakes) and details");
   app.add_flag("-q,--quiet", quiet, "log only the errors that stop wg-run");
   std::vector<bool> disabled(std::size(programs::kOffloadSwitches));
   for (size_t i = 0; i < disabled.size(); ++i) {
     const auto& s = programs::kOffloadSwitches[i];
     app.add_flag_callback(s.flag, [i, &disabled] { disabled[i] = true; }, std::string("turn off ") + s.what);
   }
+  std::string environment =
+      "Environment:\n"
+      "  TMPDIR              with --share-host-sockets, where the namespace's resolv.conf is written before it\n"
+      "                      is mounted (default /tmp)\n";
+  for (const auto& s : programs::kOffloadSwitches)
+    environment += fmt::format("  {:<19} {}the same as {}\n", s.env,
+                               &s == programs::kOffloadSwitches ? "set to anything but \"\" or \"0\": " : "", s.flag);
   app.footer(
       "COMMAND runs in new user, PID, network and mount namespaces as the same user, with lo and the TUN as\n"
       "its only interfaces, its own /proc and /sys, and (without --share-host-sockets) empty /tmp and /run;\n"
       "/etc/resolv.conf there names the config's DNS= servers. wg-run exits with COMMAND's status (128+N\n"
       "when a signal N ended it; 127: no such command, 126: it cannot be run; 1: wg-run failed); processes\n"
       "COMMAND leaves running end with it.\n"
-      "\n"
-      "Environment:\n"
-      "  TMPDIR              with --share-host-sockets, where the namespace's resolv.conf is written before it\n"
-      "                      is mounted (default /tmp)\n"
-      "  WG_TUN_DISABLE_TSO  set to anything but \"\" or \"0\": the same as --disable-tso\n"
-      "  WG_TUN_DISABLE_USO  the same as --disable-uso\n"
-      "  WG_TUN_DISABLE_GRO  the same as --disable-tun-gro\n"
-      "  WG_TUN_DISABLE_CSUM  the same as --disable-tun-csum\n"
-      "  WG_DISABLE_UDP_GSO  the same as --disable-udp-gso\n"
-      "  WG_DISABLE_UDP_GRO  the same as --disable-udp-gro\n"
+      "\n" +
+      environment +
       "\n"
       "Signals:\n"
       "  SIGINT, SIGTERM, SIGQUIT, SIGUSR2  passed on to COMMAND (unless the terminal sent them to both);\n"
@@ -359,12 +355,16 @@ int main(int argc, char** argv) {
       "\n"
       "The manual: man 8 wg-run");
   try {
-    app.parse(ours, argv);
+    app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     usage_error(e.what());
   }
-  if (quiet && verbose) usage_error("-q and -v exclude each other");
+  if (quiet && verbose) usage_error("-q and --verbose exclude each other");
+  std::vector<std::string> command = app.remaining();
+  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  else if (!command.empty() && command.front().size() > 1 && command.front()[0] == '-')
+    usage_error("unknown option '" + command.front() + "'");
   verbosity = quiet ? Verbosity::quiet : verbose ? Verbosity::verbose : Verbosity::normal;
   wg::log::set_level(verbose ? wg::log::Level::verbose : wg::log::Level::silent);
   o.command = std::move(command);

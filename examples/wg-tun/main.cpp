@@ -152,9 +152,9 @@ struct Passed {
 };
 
 // Re-executes this program with the TUN and UAPI descriptors as 3 and 4 (and the --health
-// socket, if any, as 5). In the background (fork first; the parent returns 0 once the
-// child wrote to its readiness pipe, descriptor 6 as WG_READY_FD, and passes that on to
-// `ready_fd`, or 1 if the child ended first), or in place (`background` false: in the
+// socket, if any, as 5). In the background (programs::fork_daemon, the readiness pipe
+// as descriptor 6 and WG_READY_FD, passed on to `ready_fd`; its stderr the pipe until
+// it is up, unless LOG_LEVEL keeps the output), or in place (`background` false: in the
 // foreground, so that the new image confines itself before its first thread). The new
 // image gets the same flags (after the interface name, so `wg-tun -f NAME` still starts
 // its command line).
@@ -162,38 +162,19 @@ int daemonize(bool background, const std::string& iface, const Passed& passed, i
               int health_fd, std::optional<int> ready_fd) {
   int ready_write = -1;
   if (background) {
-    bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
-    programs::ReadyPipe ready;
+    const bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
     try {
-      ready = programs::ReadyPipe::make();
+      const int w = programs::fork_daemon("wg-tun", ready_fd.value_or(-1), keep_output);
+      ready_write = fcntl(w, F_DUPFD_CLOEXEC, 10);  // above 3 to 6, which are moved below
+      ::close(w);
     } catch (const std::exception& e) {
       fmt::print(stderr, "wg-tun: {}\n", e.what());
       return 1;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-      fmt::print(stderr, "wg-tun: fork: {}\n", std::strerror(errno));
-      return 1;
-    }
-    if (pid > 0) {
-      ::close(ready.write_fd);
-      if (!programs::wait_ready(ready.read_fd)) {
-        fmt::print(stderr, "wg-tun: the background process exited before it was up\n");
-        return 1;
-      }
-      if (ready_fd) programs::notify_ready(*ready_fd);
-      return 0;
-    }
-    ::close(ready.read_fd);
-    ready_write = fcntl(ready.write_fd, F_DUPFD_CLOEXEC, 10);
-    ::close(ready.write_fd);
-    setsid();
-    int devnull = ::open("/dev/null", O_RDWR);
+    const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     dup2(devnull, 0);
-    if (!keep_output) {
-      dup2(devnull, 1);
-      dup2(devnull, 2);
-    }
+    if (!keep_output) dup2(devnull, 1);
+    ::close(devnull);
   }
   // Move the descriptors to 3, 4 and 5 without clobbering each other; the copies above 10
   // close at exec (dup2 clears close-on-exec on 3, 4 and 5).
@@ -228,7 +209,7 @@ int daemonize(bool background, const std::string& iface, const Passed& passed, i
   args.push_back(nullptr);
   execv("/proc/self/exe", const_cast<char* const*>(args.data()));
   fmt::print(stderr, "wg-tun: re-executing /proc/self/exe: {}\n", std::strerror(errno));
-  _exit(127);
+  return 127;
 }
 
 // The command line as given: flags, the offloads it turns off, the interface name.
@@ -310,7 +291,9 @@ void log_offloads(const std::string& name, const tunlinux::Tun& tun, const conn:
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// What main does not catch itself (a thread that cannot be made, memory) ends it with
+// one line, which a background start passes on.
+int main(int argc, char** argv) try {
   // The background child is exec'd from /proc/self/exe, which would name it "exe": it
   // takes the name it was started by, so `pgrep -x wg-tun` and `ps -C wg-tun` find it.
   if (argc > 0) {
@@ -318,17 +301,12 @@ int main(int argc, char** argv) {
     prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
   }
   CommandLine cl = parse_command_line(argc, argv);
-  bool& foreground = cl.foreground;
-  const bool no_sandbox = cl.no_sandbox, sandbox_log = cl.sandbox_log;
-  const unsigned queues = cl.queues;
-  const Disabled& disabled = cl.disabled;
-  const std::string &iface = cl.iface, &health_address = cl.health_address;
-  std::string& user = cl.user;
-  if (iface.empty()) usage_error(argv[0], "no interface name");
-  if (iface.size() >= IFNAMSIZ) usage_error(argv[0], "interface name too long: " + iface);
-  if (const char* f = std::getenv("WG_PROCESS_FOREGROUND"); f && std::string(f) == "1") foreground = true;
-  if (const char* u = std::getenv("WG_TUN_USER"); u && *u && user.empty()) user = u;
-  if (no_sandbox && sandbox_log) usage_error(argv[0], "--no-sandbox and --sandbox-log exclude each other");
+  if (cl.iface.empty()) usage_error(argv[0], "no interface name");
+  if (!programs::valid_interface_name(cl.iface))
+    usage_error(argv[0], fmt::format("'{}': {}", cl.iface, programs::kInterfaceNameRule));
+  if (const char* f = std::getenv("WG_PROCESS_FOREGROUND"); f && std::string(f) == "1") cl.foreground = true;
+  if (const char* u = std::getenv("WG_TUN_USER"); u && *u && cl.user.empty()) cl.user = u;
+  if (cl.no_sandbox && cl.sandbox_log) usage_error(argv[0], "--no-sandbox and --sandbox-log exclude each other");
   wg::log::set_level(level_from_env());
   try {
     programs::make_undumpable();
@@ -343,7 +321,7 @@ int main(int argc, char** argv) {
   std::optional<programs::HealthThread> health;
   try {
     if (auto fd = env_fd("WG_HEALTH_FD")) health.emplace(*fd, fmt::format("WG_HEALTH_FD={}", *fd), "wg-tun");
-    else if (!health_address.empty()) health.emplace(health_address, "wg-tun");
+    else if (!cl.health_address.empty()) health.emplace(cl.health_address, "wg-tun");
   } catch (const std::exception& e) {
     fmt::print(stderr, "wg-tun: {}\n", e.what());
     return 1;
@@ -352,22 +330,23 @@ int main(int argc, char** argv) {
   // --- the interface ---
   // A flag or the environment variable turns an offload off.
   programs::OffloadOptions offloads = programs::offloads_from_environment();
-  for (const OffloadSwitch* f : disabled) programs::turn_off(*f, offloads);
-  offloads.tun.queues = queues;
-  offloads.bind.sockets = queues;
+  for (const OffloadSwitch* f : cl.disabled) programs::turn_off(*f, offloads);
+  offloads.tun.queues = cl.queues;
+  offloads.bind.sockets = cl.queues;
   const tunlinux::Tun::Options& tun_opts = offloads.tun;
   const conn::LinuxBind::Options& bind_opts = offloads.bind;
 
   const std::optional<int> inherited_tun = env_fd("WG_TUN_FD");
   const std::optional<int> ready_fd = env_fd("WG_READY_FD");
-  if (!inherited_tun && !user.empty()) {  // before anything is made: a bad name leaves nothing behind
+  if (!inherited_tun && !cl.user.empty()) {  // before anything is made: a bad name leaves nothing behind
     try {
-      programs::find_user(user);
+      programs::find_user(cl.user);
     } catch (const std::exception& e) {
       fmt::print(stderr, "wg-tun: {}\n", e.what());
       return 1;
     }
   }
+  int null_fd = -1;  // /dev/null for stderr once up, when stderr is the readiness pipe
   if (inherited_tun) {
     // Before the first thread: Landlock and capabilities hold for the thread that sets
     // them and the threads it makes later. Files: none but /dev/net/tun (the queues
@@ -376,9 +355,10 @@ int main(int argc, char** argv) {
     // `wg set` may give at any time; as root also CAP_SYS_ADMIN, to follow the interface
     // into another namespace (setns).
     try {
+      if (ready_fd) null_fd = programs::null_if_stderr_is(*ready_fd);
       std::optional<programs::User> as;
-      if (!user.empty()) as = programs::find_user(user);  // while /etc/passwd can be read
-      if (!no_sandbox) {
+      if (!cl.user.empty()) as = programs::find_user(cl.user);  // while /etc/passwd can be read
+      if (!cl.no_sandbox) {
         programs::FileRules rules;
         rules.devices.push_back("/dev/net/tun");
         rules.remove_in.push_back(kSocketDir);
@@ -397,9 +377,11 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::unique_ptr<tunlinux::Tun> tun;
   if (inherited_tun) tun = tunlinux::Tun::from_fd(*inherited_tun, tun_opts, ec);
-  else tun = tunlinux::Tun::create(iface, wg::kDefaultMtu, tun_opts, ec);
+  else tun = tunlinux::Tun::create(cl.iface, wg::kDefaultMtu, tun_opts, ec);
   if (!tun) {
-    fmt::print(stderr, "wg-tun: cannot create interface {}: {}\n", iface, ec.message());
+    // EBUSY: the name is another device's, or a TUN another process holds.
+    fmt::print(stderr, "wg-tun: cannot create interface {}: {}\n", cl.iface,
+               ec == std::errc::device_or_resource_busy ? "an interface of that name exists already" : ec.message());
     return 1;
   }
   std::string name = tun->name();
@@ -418,20 +400,20 @@ int main(int argc, char** argv) {
 
   // Re-executed with the descriptors (in place with -f), so that the new image confines
   // itself before its first thread.
-  if (!foreground || !inherited_tun) {
-    const Passed passed{disabled, queues, health_address, user,
-                        no_sandbox ? "--no-sandbox" : sandbox_log ? "--sandbox-log" : nullptr};
-    uapi.hand_over_file();
-    return daemonize(!foreground, name, passed, tun->fd(), uapi.fd(), health ? health->native_handle() : -1,
+  if (!cl.foreground || !inherited_tun) {
+    const Passed passed{cl.disabled, cl.queues, cl.health_address, cl.user,
+                        cl.no_sandbox ? "--no-sandbox" : cl.sandbox_log ? "--sandbox-log" : nullptr};
+    // Returns only if it failed before a fork or an exec: the socket file is still ours.
+    return daemonize(!cl.foreground, name, passed, tun->fd(), uapi.fd(), health ? health->native_handle() : -1,
                      ready_fd);
   }
 
   // Before the UDP sockets, the UAPI and --health threads and the TUN's readers: nothing
   // from a peer, a client or the UAPI is read unconfined.
-  if (!no_sandbox) {
+  if (!cl.no_sandbox) {
     try {
       programs::restrict_syscalls(programs::Program::wg_tun,
-                                  sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
+                                  cl.sandbox_log ? programs::SyscallDenial::log : programs::default_denial());
     } catch (const std::exception& e) {
       wg::log::error("wg-tun: {}", e.what());
       uapi.close();
@@ -469,8 +451,8 @@ int main(int argc, char** argv) {
   if (health) health->start(device);  // the signals are blocked: its thread inherits that
   wg::log::event("wg-tun {} started on {}{}{}", kVersion, name,
                  health ? "; /readyz and /metrics on " + health->local_address() : "",
-                 user.empty() ? "" : "; as user " + user);
-  if (ready_fd) programs::notify_ready(*ready_fd);
+                 cl.user.empty() ? "" : "; as user " + cl.user);
+  if (ready_fd) programs::daemon_ready(*ready_fd, null_fd);
 
   const int sig = signals.wait();
   wg::log::event("interface {}: {}, shutting down", name, sig == SIGUSR1 ? "deleted" : "signal received");
@@ -481,4 +463,7 @@ int main(int argc, char** argv) {
   uapi.close();
   device.close();
   return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "wg-tun: {}\n", e.what());
+  return 1;
 }

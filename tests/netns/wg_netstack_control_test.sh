@@ -148,6 +148,14 @@ one_line_exit1 "--log-level loud" "$N" -c "$TMP/a.conf" --log-level loud
 one_line_exit1 "an unknown flag" "$N" -c "$TMP/a.conf" --no-such-flag
 one_line_exit1 "--interface with a slash" "$N" -c "$TMP/a.conf" --interface a/b
 one_line_exit1 "a missing config file" "$N" -c "$TMP/none.conf"
+one_line_exit1 "a missing --auth-file" "$N" -c "$TMP/a.conf" --socks5 127.0.0.1:1084 --auth-file "$TMP/none.auth"
+check "... names the flag, the file and the reason" \
+  grep -qxF "wg-netstack: --auth-file $TMP/none.auth: No such file or directory" "$TMP/cli.err"
+one_line_exit1 "--socks5 with port 99999" "$N" -c "$TMP/a.conf" --socks5 127.0.0.1:99999
+check "... names the flag" grep -qF -- "--socks5: '127.0.0.1:99999' is not ADDR:PORT" "$TMP/cli.err"
+: >"$TMP/empty.conf"
+one_line_exit1 "an empty config" "$N" -c "$TMP/empty.conf"
+check "... says it has no [Interface]" grep -qF "$TMP/empty.conf: no [Interface] and no [Peer]" "$TMP/cli.err"
 out=$("$N" -n -c "$TMP/a.conf" 2>&1); rc=$?
 check "-n on a good file: 'Config OK', exit 0 (got '$out', rc $rc)" test "$out" = "Config OK" -a "$rc" -eq 0
 printf '[Interface]\nPrivateKey = %s\nAddress = 198.19.0.1/24\nListenPort = 99999\n' "$(cat "$TMP/a.key")" >"$TMP/bad.conf"

@@ -292,6 +292,10 @@ run_checks() {
   readyz_is() { [ "$(http_status "http://$HEALTH/readyz")" = "$1" ]; }
   check "/readyz is 200 before any traffic (the handshake wg-netstack starts itself)" eventually 50 readyz_is 200
 
+  local up="forward tcp 127.0.0.1:18000 to web.test:8000, forward udp 127.0.0.1:17007 to 198.19.0.2:7007, "
+  up+="reverse tcp 198.19.0.1:8080 to 127.0.0.1:18080, reverse udp 198.19.0.1:7070 to 127.0.0.1:17070"
+  check "the up line names every listener, the forwards and reverses among them" \
+    eventually 20 grep -qF "$up" "$TMP/wg-netstack.log"
   local body
   body=$(socks_get http://web.test:8000/index.html)
   check "SOCKS5: page fetched by name (web.test) through the tunnel ($body)" \

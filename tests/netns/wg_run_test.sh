@@ -423,6 +423,12 @@ log "--- exit status and signals ---"
 inside sh -c 'exit 7'
 rc=$?
 check "-- sh -c 'exit 7' exits 7 (got $rc)" [ "$rc" = 7 ]
+wg_run "$USER_DIR/wg0.conf" sh -c 'exit 4' 2>>"$TMP/inside.log"
+rc=$?
+check "without --, COMMAND starts at the first argument not wg-run's: sh -c 'exit 4' exits 4 (got $rc)" [ "$rc" = 4 ]
+wg_run "$USER_DIR/wg0.conf" --quiet true 2>>"$TMP/inside.log"
+rc=$?
+check "without --, after a flag of wg-run's: true exits 0 (got $rc)" [ "$rc" = 0 ]
 inside sh -c 'kill -KILL $$'
 rc=$?
 check "COMMAND killed by SIGKILL: 137 (got $rc)" [ "$rc" = 137 ]
@@ -605,6 +611,11 @@ expect_error "/dev/net/tun missing" \
   "wg-run: cannot create the TUN interface: /dev/net/tun is missing (as root: modprobe tun; or mknod /dev/net/tun c 10 200)" \
   ip netns exec "$NS_A" unshare --mount --propagation private sh -c \
   "mount --bind '$TMP/emptydir' /dev/net && exec setpriv --reuid=nobody --regid=nogroup --clear-groups '$WGNET_BIN/wg-run' -c '$USER_DIR/wg0.conf' -- true"
+expect_error "usage: an unknown option before COMMAND" \
+  "wg-run: unknown option '--bogus' (--help for usage)" wg_run "$USER_DIR/wg0.conf" --bogus true
+out=$("$WGNET_BIN/wg-run" -v)
+check "-v prints the version, as --version does ('$out')" [ "$out" = "$("$WGNET_BIN/wg-run" --version)" ]
+check "... which starts 'wg-run '" [ "${out#wg-run }" != "$out" ]
 expect_error "usage: no COMMAND" "wg-run: no COMMAND: wg-run -c FILE -- COMMAND [ARGS...] (--help for usage)" \
   wg_run "$USER_DIR/wg0.conf"
 

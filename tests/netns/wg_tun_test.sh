@@ -258,6 +258,29 @@ daemonize_checks() {
   check "... leaving no interface behind" bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
   check "... and no UAPI socket" test ! -e "/var/run/wireguard/$WG_A.sock"
   teardown_pair
+
+  # A background process that fails once it runs as the user: with at most one process
+  # for nobody (RLIMIT_NPROC, which root's start ignores) it cannot make its threads.
+  # Its reason, written to its stderr (the readiness pipe), is what the start prints.
+  make_namespaces
+  err=$(na prlimit --nproc=1 -- "$WGNET_BIN/wg-tun" --user nobody "$WG_A" 2>&1); rc=$?
+  check "background failure: exit 1 (got $rc)" test $rc -eq 1
+  check "... with the background process's own reason ($err)" \
+    grep -qx "wg-tun: Resource temporarily unavailable" <<<"$err"
+  check "... leaving no interface behind" bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
+  teardown_pair  # the socket stays (root's directory, a process as nobody): removed here
+
+  # A start that fails before its fork (the readiness pipe cannot be made: no descriptor
+  # left) removes the UAPI socket it made.
+  make_namespaces
+  local n
+  for n in $(seq 8 20); do
+    err=$(na prlimit --nofile="$n" -- "$WGNET_BIN/wg-tun" "$WG_A" 2>&1) && break
+    case $err in *"pipe: Too many open files"*) break ;; esac
+  done
+  check "out of descriptors at the pipe (limit $n): said so ($err)" grep -q "pipe: Too many open files" <<<"$err"
+  check "... and no UAPI socket left" test ! -e "/var/run/wireguard/$WG_A.sock"
+  teardown_pair
 }
 
 wg_quick() {
@@ -317,6 +340,56 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 51820))
   teardown_pair
 }
 
+# by_hand_block FILE: the fenced block in FILE that starts with "wg-tun wg0" (the
+# documented by-hand start).
+by_hand_block() {
+  awk '/^```/ { if (inb && found) exit; inb = !inb; first = 1; next }
+       inb && first { first = 0; if ($0 == "wg-tun wg0") found = 1 }
+       inb && found { print }' "$1"
+}
+
+# The by-hand start as README, docs/wg-tun.md and wg-tun(8) print it, run as printed
+# (wg0 renamed to this run's interface) with README's config against wireguard-go.
+documented() {
+  log "=== the documented by-hand start ==="
+  local top readme f
+  top=$(cd "$(dirname "$0")/../.." && pwd)
+  readme=$(by_hand_block "$top/README.md")
+  check "README has the by-hand commands" test -n "$readme"
+  for f in docs/wg-tun.md docs/man/wg-tun.8.scd; do
+    check "$f prints README's by-hand commands" test "$(by_hand_block "$top/$f")" = "$readme"
+  done
+  make_namespaces
+  (umask 077; wg genkey >"$TMP/a.key"; wg genkey >"$TMP/b.key")
+  start_impl "$NS_B" "$WG_B" wireguard-go || { fail "wireguard-go for B"; teardown_pair; return; }
+  configure "$NS_B" "$WG_B" "$TMP/b.key" 51820 "$(wg pubkey <"$TMP/a.key")" "" \
+    198.19.0.2 fd00:19::2 198.19.0.1 fd00:19::1
+  local dir="$TMP/by-hand"
+  mkdir -p "$dir/bin"
+  ln -s "$WGNET_BIN/wg-tun" "$dir/bin/wg-tun"
+  (umask 077; cat >"$dir/$WG_A.conf" <<CONF
+[Interface]
+PrivateKey = $(cat "$TMP/a.key")
+Address = 198.19.0.1/24
+ListenPort = 51820
+
+[Peer]
+PublicKey = $(wg pubkey <"$TMP/b.key")
+Endpoint = 198.18.0.2:51820
+AllowedIPs = 198.19.0.0/24
+CONF
+  )
+  printf 'set -e\n%s\n' "${readme//wg0/$WG_A}" >"$dir/by-hand.sh"
+  (cd "$dir" && ip netns exec "$NS_A" env PATH="$dir/bin:$PATH" bash by-hand.sh) >"$TMP/by-hand.log" 2>&1
+  local rc=$?
+  check "the by-hand commands run as printed (status $rc)" test "$rc" = 0
+  check "... and the tunnel carries a ping" ping_eventually "$NS_A" 198.19.0.2
+  ip netns exec "$NS_A" ip link del "$WG_A" 2>/dev/null
+  check "... and wg-tun exits with its interface, its socket removed" \
+    eventually 50 test ! -e "/var/run/wireguard/$WG_A.sock"
+  teardown_pair
+}
+
 # wg-tun's usage: wireguard-go's command line, plus one flag per offload.
 usage_checks() {
   local out rc
@@ -330,6 +403,16 @@ usage_checks() {
   check "no interface: exit 1 (got $rc), one line" test $rc -eq 1 -a -z "$out" -a "$(wc -l <"$TMP/usage.err")" -eq 1
   out=$("$WGNET_BIN/wg-tun" wga wgb 2>"$TMP/usage.err"); rc=$?
   check "two interface names: exit 1 (got $rc), one line" test $rc -eq 1 -a -z "$out" -a "$(wc -l <"$TMP/usage.err")" -eq 1
+  out=$("$WGNET_BIN/wg-tun" bad/name 2>"$TMP/usage.err"); rc=$?
+  check "a name with '/': exit 1 (got $rc), the rule before the kernel is asked ($(cat "$TMP/usage.err"))" \
+    grep -q "^wg-tun: 'bad/name': an interface name is 1-15 characters without '/', ':' or spaces; usage: " "$TMP/usage.err"
+  make_namespaces
+  na ip link add "$WG_A" type veth peer name "${WG_A}p"
+  out=$(na "$WGNET_BIN/wg-tun" "$WG_A" 2>"$TMP/usage.err"); rc=$?
+  check "a name another interface has: exit 1 (got $rc), said so ($(cat "$TMP/usage.err"))" \
+    grep -qx "wg-tun: cannot create interface $WG_A: an interface of that name exists already" "$TMP/usage.err"
+  check "... and no UAPI socket left" test ! -e "/var/run/wireguard/$WG_A.sock"
+  teardown_pair
   "$WGNET_BIN/wg-tun" --help >"$TMP/usage.out" 2>&1; rc=$?
   check "--help: exit 0 (got $rc)" test $rc -eq 0
   local o
@@ -491,7 +574,7 @@ if [ -n "${WGNET_EXPECT_OFF+x}" ]; then
 fi
 
 # WGNET_NETNS_ONLY: one group or a comma-separated list (default: all).
-GROUPS_KNOWN=(flags interop self wg-quick roaming reconfig bad-input shutdown daemon)
+GROUPS_KNOWN=(flags interop self wg-quick documented roaming reconfig bad-input shutdown daemon)
 only=${WGNET_NETNS_ONLY:-all}
 if [ "$only" != all ]; then
   for g in ${only//,/ }; do
@@ -503,6 +586,7 @@ run flags && flag_checks
 run interop && pair_checks wg-tun wireguard-go
 run self && pair_checks wg-tun wg-tun
 run wg-quick && wg_quick
+run documented && documented
 run roaming && roaming wireguard-go wg-tun && roaming wg-tun wg-tun
 run reconfig && reconfiguration
 run bad-input && bad_input
