@@ -43,6 +43,10 @@ file(GLOB user_docs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/docs/*.md)
 install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/README.md DESTINATION ${doc_programs} COMPONENT programs)
 # docs/ beside README.md as in the source tree, so that its links resolve.
 install(FILES ${user_docs} DESTINATION ${doc_programs}/docs COMPONENT programs)
+# Sample configs, with placeholders for the keys.
+install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/examples/configs/wg0.conf
+              ${CMAKE_CURRENT_SOURCE_DIR}/examples/configs/wg-netstack.conf
+        DESTINATION ${doc_programs}/examples COMPONENT programs)
 
 set(CPACK_PACKAGE_NAME wgnet)
 set(CPACK_PACKAGE_VENDOR "wgnet developers")

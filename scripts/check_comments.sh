@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checks that the comments of the repository's own sources state contracts, not history:
 # C++ comments (// and /* */ in *.cpp, *.hpp, *.h) and # comments (*.sh, *.py,
-# CMakeLists.txt, *.cmake) under bind conn netstack tun tunlinux wg include examples
-# tests scripts cmake and the top CMakeLists.txt (not third_party, build dirs, fuzz
-# corpora or test vectors) carry no
+# CMakeLists.txt, *.cmake) under bind netstack tun tunlinux wg wgnet examples tests
+# scripts cmake, our lwIP options and glue, and the top CMakeLists.txt (not lwIP's own
+# sources, build dirs, fuzz corpora or test vectors) carry no
 #   - date (year-month-day, day.month.year, a month's name with a year);
 #   - commit-hash-like token (7-40 lowercase hex digits with a digit and a letter);
 #   - history phrase (HISTORY below: a past habit, a round of work, the fix's before
@@ -25,9 +25,9 @@ import sys
 import tokenize
 
 root = os.path.realpath(sys.argv[1])
-DIRS = ["bind", "conn", "netstack", "tun", "tunlinux", "wg", "include", "examples",
-        "tests", "scripts", "cmake"]
-SKIP_DIRS = {"tests/fuzz/corpus", "tests/vectors"}
+DIRS = ["bind", "netstack", "tun", "tunlinux", "wg", "wgnet", "examples", "tests", "scripts", "cmake",
+        "third_party/lwip"]
+SKIP_DIRS = {"tests/fuzz/corpus", "tests/vectors", "third_party/lwip/src"}
 CXX = (".cpp", ".hpp", ".h")
 HASH = (".sh", ".py", ".cmake")
 # Hex words that are not commit hashes and may appear in comments. Keep it short.

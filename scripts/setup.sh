@@ -10,7 +10,7 @@ packages=(
   libcli11-dev
   wireguard-go wireguard-tools iperf3 iproute2 iputils-ping nftables curl python3 procps ethtool
   python3-cryptography openssl libseccomp-dev
-  scdoc mandoc
+  scdoc mandoc ccache
   lintian man-db systemd
 )
 

@@ -15,7 +15,24 @@ mode=${1:-}
 
 "$top/scripts/setup.sh"
 
-step() { printf '\n=== %s ===\n' "$*"; }
+# step NAME: a stage starts (and the one before it ends); stage_times prints each stage's
+# minutes and seconds, at the end of every run, passed or failed.
+stage_names=() stage_starts=()
+step() {
+  printf '\n=== %s ===\n' "$*"
+  stage_names+=("${*%%:*}")
+  stage_starts+=("$SECONDS")
+}
+stage_times() {
+  local i end
+  [ ${#stage_names[@]} -gt 0 ] || return 0
+  printf '\n=== stage times ===\n'
+  for i in "${!stage_names[@]}"; do
+    end=${stage_starts[i + 1]:-$SECONDS}
+    printf '%6s  %s\n' "$(((end - stage_starts[i]) / 60))m$(((end - stage_starts[i]) % 60))s" "${stage_names[i]}"
+  done
+  printf '%6s  total\n' "$((SECONDS / 60))m$((SECONDS % 60))s"
+}
 
 # run_ctest BUILD_DIR ARGS...: ctest with ARGS, then its skipped tests (ctest_skips.sh).
 run_ctest() {
@@ -43,7 +60,7 @@ default_stage() {
 readyz=netns_wg_netstack_readyz
 readyz_log=$(mktemp /tmp/wgnet-readyz.XXXXXX)
 readyz_pid=
-trap '[ -z "$readyz_pid" ] || wait "$readyz_pid"; rm -f "$readyz_log"' EXIT
+trap '[ -z "$readyz_pid" ] || wait "$readyz_pid"; rm -f "$readyz_log"; stage_times' EXIT
 readyz_start() {
   step "$readyz (in the background)"
   run_ctest build --output-on-failure --no-tests=error -R "^$readyz\$" >"$readyz_log" 2>&1 &

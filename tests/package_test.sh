@@ -44,7 +44,7 @@ trap cleanup EXIT
 echo "--- install"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$deb" "$devdeb" >"$tmp/apt.log" 2>&1 ||
   { cat "$tmp/apt.log"; echo "FAIL: apt-get install"; exit 1; }
-for p in wg-netstack wg-tun; do
+for p in wg-netstack wg-tun wg-run; do
   check "$p is /usr/bin/$p" test "$(command -v $p)" = "/usr/bin/$p"
   out=$($p -v)
   check "$p -v prints $version ($out)" grep -q "$version" <<<"$out"
@@ -64,6 +64,15 @@ check "the wg-quick drop-in is $dropin" test -f "$dropin"
 install -D -m 0644 "$dropin" /etc/systemd/system/wg-quick@wgpkgtest.service.d/wg-tun.conf
 out=$(systemd-analyze verify wg-quick@wgpkgtest.service 2>&1) && rc=0 || rc=$?
 check "systemd-analyze verify wg-quick@ with the drop-in: rc $rc, '$out'" test "$rc" -eq 0 -a -z "$out"
+# The sample configs, their placeholders replaced by keys, pass wg-netstack's check.
+for sample in wg0.conf wg-netstack.conf; do
+  f=/usr/share/doc/wgnet/examples/$sample
+  check "the sample config $f is there" test -f "$f"
+  (umask 077; sed -e "s|<output of wg genkey>|$(wg genkey)|" -e "s|<the peer's public key>|$(wg genkey | wg pubkey)|" \
+    "$f" >"$tmp/$sample")
+  out=$(wg-netstack -n -c "$tmp/$sample" 2>&1) && rc=0 || rc=$?
+  check "wg-netstack -n accepts $sample with keys filled in: rc $rc, '$out'" test "$rc" -eq 0 -a "$out" = "Config OK"
+done
 check "copyright and changelog in /usr/share/doc" \
   test -f /usr/share/doc/wgnet/copyright -a -f /usr/share/doc/wgnet/changelog.gz -a -f /usr/share/doc/libwgnet-dev/copyright
 
@@ -72,23 +81,21 @@ mkdir -p "$tmp/app"
 awk '/^## Embedding/ { sec = 1 } sec && /^```cpp/ { inside = 1; next } inside && /^```/ { exit } inside { print }' \
   "$src/README.md" >"$tmp/app/main.cpp"
 check "README has a C++ example under '## Embedding' ($(wc -l <"$tmp/app/main.cpp") lines)" test -s "$tmp/app/main.cpp"
-cat >"$tmp/app/CMakeLists.txt" <<'CMAKE'
-cmake_minimum_required(VERSION 3.25)
-project(readme_example CXX)
-find_package(wgnet REQUIRED)
-add_executable(app main.cpp)
-target_link_libraries(app PRIVATE wgnet::wgnet)
-CMAKE
+# The whole CMakeLists.txt docs/embedding.md prints.
+awk '/^## Building against wgnet/ { sec = 1 } sec && /^```cmake/ { inside = 1; next } inside && /^```/ { exit } inside { print }' \
+  "$src/docs/embedding.md" >"$tmp/app/CMakeLists.txt"
+check "docs/embedding.md has a whole CMakeLists.txt" grep -q "^add_executable(app main.cpp)" "$tmp/app/CMakeLists.txt"
 if cmake -S "$tmp/app" -B "$tmp/app/build" >"$tmp/app.log" 2>&1 && cmake --build "$tmp/app/build" -j"$(nproc)" >>"$tmp/app.log" 2>&1; then
-  echo "ok: the README example builds against the installed package (no CMAKE_CXX_STANDARD of its own)"
+  echo "ok: the README example builds with docs/embedding.md's CMakeLists.txt against the installed package"
 else
-  tail -30 "$tmp/app.log"; echo "FAIL: the README example does not build against the installed package"; fail=1
+  tail -30 "$tmp/app.log"; echo "FAIL: the README example does not build with docs/embedding.md's CMakeLists.txt"; fail=1
 fi
 
 echo "--- remove"
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq wgnet libwgnet-dev >"$tmp/apt.log" 2>&1 ||
   { cat "$tmp/apt.log"; echo "FAIL: apt-get purge"; fail=1; }
-left=$(ls -d /usr/bin/wg-netstack /usr/bin/wg-tun /usr/share/man/man8/wg-netstack.8.gz "$unit" /usr/share/doc/wgnet \
+left=$(ls -d /usr/bin/wg-netstack /usr/bin/wg-tun /usr/bin/wg-run /usr/share/man/man8/wg-netstack.8.gz \
+  /usr/share/man/man8/wg-run.8.gz "$unit" /usr/share/doc/wgnet \
   /usr/include/wgnet /usr/lib/*/cmake/wgnet 2>/dev/null || true)
 check "removed without a trace: '${left}'" test -z "$left"
 
