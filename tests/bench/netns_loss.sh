@@ -22,7 +22,11 @@
 #  tx-udp-segmentation off on both veths (checked), so single datagrams are dropped.
 #
 # Usage: netns_loss.sh BIN_DIR [--reps N] [--seconds S] [--losses "0 0.5 2 5"]
-#                      [--streams "1 8"]
+#                      [--streams "1 8"] [--wireproxy PATH] [--configs CFG,...]
+#   --wireproxy: also that wireproxy in A instead of wg-netstack, against wg-tun, with the
+#   same file (configuration wireproxy); the table then gives wg-netstack / wireproxy.
+#   --configs: only these of linux-tcp, linux-cubic, wg-tun, wireguard-go, wireproxy.
+#   WIREGUARD_GO=PATH runs that wireguard-go as the peer instead of Debian's.
 # Per repetition, loss rate and configuration (fresh namespaces and daemons each time;
 # the order of the three configurations rotates per repetition), one bounded transfer
 # of S seconds per direction and stream count. Bytes are counted at the receiver (the
@@ -33,7 +37,8 @@
 # shellcheck source-path=SCRIPTDIR
 set -u
 usage() {
-  echo "usage: $0 BIN_DIR [--reps N] [--seconds S] [--losses \"0 0.5 2 5\"] [--streams \"1 8\"]" >&2
+  echo "usage: $0 BIN_DIR [--reps N] [--seconds S] [--losses \"0 0.5 2 5\"] [--streams \"1 8\"]" \
+    "[--wireproxy PATH] [--configs CFG,...]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -43,12 +48,16 @@ REPS=3
 SECS=8
 LOSSES="0 0.5 2 5"
 STREAMS="1 8"
+WIREPROXY_SRC=
+ONLY=
 while [ $# -gt 0 ]; do
   case $1 in
     --reps) REPS=${2:-}; shift 2 || usage ;;
     --seconds) SECS=${2:-}; shift 2 || usage ;;
     --losses) LOSSES=${2:-}; shift 2 || usage ;;
     --streams) STREAMS=${2:-}; shift 2 || usage ;;
+    --wireproxy) WIREPROXY_SRC=${2:-}; shift 2 || usage ;;
+    --configs) ONLY=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
@@ -72,6 +81,7 @@ done
 for b in wg-tun wg-netstack; do
   [ -x "$BIN_SRC/$b" ] || { echo "$BIN_SRC/$b missing (cmake --build build --target $b)" >&2; exit 2; }
 done
+if [ -n "$WIREPROXY_SRC" ] && [ ! -x "$WIREPROXY_SRC" ]; then echo "--wireproxy: no program at $WIREPROXY_SRC" >&2; exit 2; fi
 
 RUN_ID=${RUN_ID:-l$$}
 umask 077 # private keys and logs
@@ -90,6 +100,12 @@ require_root
 mkdir -p "$TMP/bin"
 cp -p "$BIN_SRC/wg-tun" "$BIN_SRC/wg-netstack" "$TMP/bin/"
 WGNET_BIN="$TMP/bin"
+WIREPROXY_VERSION=-
+if [ -n "$WIREPROXY_SRC" ]; then
+  cp -p "$WIREPROXY_SRC" "$TMP/bin/wireproxy"
+  # Its -v prints the version its build was tagged with in main.go, not the release's.
+  WIREPROXY_VERSION="$(basename "$WIREPROXY_SRC") sha256 $(sha256sum "$WIREPROXY_SRC" | cut -c1-12)"
+fi
 BUILT=$(date -u -r "$TMP/bin/wg-netstack" '+%Y-%m-%d %H:%M:%S UTC')
 RESULTS="$TMP/results.tsv" # cfg loss dir streams rep gbps stalled per_second late setup note
 DROPS="$TMP/drops.tsv"     # cfg loss rep side seen_packets seen_bytes dropped rcvbuf_errors tun_tx_dropped
@@ -172,6 +188,9 @@ run_config() {
     if ! { setup_pair wg-tun wg-tun && veth_udp_segmentation_off && ping_eventually "$NS_A" 198.19.0.2; }; then
       log "$cfg: setup failed"; cat "$TMP"/*.log 2>/dev/null | tail -20; teardown_pair; return
     fi
+  elif [ "$cfg" = wireproxy ]; then
+    WIREPROXY="$TMP/bin/wireproxy" setup_netstack_pair wg-tun ||
+      { log "$cfg: setup failed"; cat "$TMP"/*.log 2>/dev/null | tail -20; teardown_pair; return; }
   else
     setup_netstack_pair "$cfg" ||
       { log "$cfg: setup failed"; cat "$TMP"/*.log 2>/dev/null | tail -20; teardown_pair; return; }
@@ -206,8 +225,20 @@ run_config() {
 }
 
 CONFIGS=(linux-tcp linux-cubic wg-tun wireguard-go)
+[ -n "$WIREPROXY_SRC" ] && CONFIGS+=(wireproxy)
+if [ -n "$ONLY" ]; then
+  for c in ${ONLY//,/ }; do
+    [[ " ${CONFIGS[*]} " == *" $c "* ]] || { echo "--configs: '$c' is not one of ${CONFIGS[*]}" >&2; exit 2; }
+  done
+  kept=()
+  for c in "${CONFIGS[@]}"; do [[ ",$ONLY," == *",$c,"* ]] && kept+=("$c"); done
+  CONFIGS=("${kept[@]}")
+fi
 NCFG=${#CONFIGS[@]}
-PER_LOSS=$(( ${#STREAM_LIST[@]} * 6 )) # transfers per loss rate and repetition
+PER_LOSS=0 # transfers per loss rate and repetition: uploads only for the Linux references
+for c in "${CONFIGS[@]}"; do
+  case $c in linux-*) PER_LOSS=$((PER_LOSS + ${#STREAM_LIST[@]})) ;; *) PER_LOSS=$((PER_LOSS + 2 * ${#STREAM_LIST[@]})) ;; esac
+done
 DEFAULT_CC=$(sysctl -n net.ipv4.tcp_congestion_control)
 TOTAL=$((REPS * ${#LOSS_LIST[@]} * PER_LOSS))
 START=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
@@ -231,12 +262,13 @@ echo
 python3 - "$RESULTS" "$DROPS" "$START" "$REPS" "$SECS" "$(uname -r)" \
   "$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)" "$(nproc)" \
   "$(sha256sum "$WGNET_BIN/wg-netstack" | cut -c1-12)" "$(sha256sum "$WGNET_BIN/wg-tun" | cut -c1-12)" \
-  "$BUILT" "$(dpkg-query -W -f '${Version}' wireguard-go 2>/dev/null || echo '?')" \
-  "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" "${LOSS_LIST[*]}" "${STREAM_LIST[*]}" "$DEFAULT_CC" <<'PY'
+  "$BUILT" "$(wireguard_go_version)" \
+  "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" "${LOSS_LIST[*]}" "${STREAM_LIST[*]}" "$DEFAULT_CC" \
+  "$WIREPROXY_VERSION" <<'PY'
 import statistics, sys
 from collections import defaultdict
 (res, drops, start, reps, secs, kernel, cpu, nproc, sha_ns, sha_tun, built, wggo,
- load0, load1, losses, streams, default_cc) = sys.argv[1:18]
+ load0, load1, losses, streams, default_cc, wireproxy) = sys.argv[1:19]
 losses, streams = losses.split(), [int(s) for s in streams.split()]
 runs = defaultdict(list)  # (cfg, loss, dir, streams) -> [(gbps, stalled, per, late, setup, note)]
 for line in open(res):
@@ -253,7 +285,7 @@ def med(key, i=0):
 
 print(f"date: {start} · kernel {kernel} · CPU {cpu} · nproc {nproc}")
 print(f"wg-netstack sha256 {sha_ns}… wg-tun {sha_tun}… built {built} · wireguard-go {wggo} · "
-      f"{reps} reps × {secs} s per transfer, medians; counted at the receiver")
+      f"wireproxy {wireproxy} · {reps} reps × {secs} s per transfer, medians; counted at the receiver")
 print(f"load average before: {load0} · after: {load1}")
 print()
 print(f"references: Linux TCP through wg-tun ↔ wg-tun with the system's default congestion control"
@@ -264,8 +296,12 @@ print("|---:|---|---:|---|---:|---:|---:|---:|")
 rows = [("linux-tcp", "up", f"Linux TCP ({default_cc}), wg-tun ↔ wg-tun"),
         ("linux-cubic", "up", "Linux TCP (CUBIC), wg-tun ↔ wg-tun")]
 rows += [(p, d, f"wg-netstack ↔ {p}") for d in ("up", "down") for p in ("wg-tun", "wireguard-go")]
+rows += [("wireproxy", d, "wireproxy ↔ wg-tun") for d in ("up", "down")]
+ran = {k[0] for k in runs}
 for loss in losses:
     for cfg, d, label in rows:
+        if cfg not in ran:
+            continue
         for st in streams:
             key = (cfg, loss, d, st)
             g = med(key)
@@ -285,6 +321,19 @@ for loss in losses:
             fl = f" ({fails} failed)" if fails else ""
             print(f"| {loss} | {'upload' if d == 'up' else 'download'} | {st} | {label} | "
                   f"{g:.4f}{fl} | {statistics.median(stal):g}, {max(stal)} | {ratio} | {ratio_cubic} |")
+
+if any(k[0] == "wireproxy" for k in runs):
+    print()
+    print("| loss % | direction | streams | wg-netstack ↔ wg-tun | wireproxy ↔ wg-tun | wg-netstack / wireproxy |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for loss in losses:
+        for d in ("up", "down"):
+            for st in streams:
+                ours, theirs = med(("wg-tun", loss, d, st)), med(("wireproxy", loss, d, st))
+                if ours is None or theirs is None:
+                    continue
+                ratio = "%.2f×" % (ours / theirs) if theirs else "—"
+                print(f"| {loss} | {'upload' if d == 'up' else 'download'} | {st} | {ours:.4f} | {theirs:.4f} | {ratio} |")
 
 print()
 print("drops applied (nft input counters; A→B = datagrams into B, B→A = into A; avg = mean datagram size;"
@@ -309,7 +358,7 @@ def fmt(t):
                                             other)
 for loss in losses:
     print(f"  loss {loss} %: A→B {fmt(tot[(loss, 'B')])}; B→A {fmt(tot[(loss, 'A')])}")
-    for cfg in ("linux-tcp", "linux-cubic", "wg-tun", "wireguard-go"):
+    for cfg in ("linux-tcp", "linux-cubic", "wg-tun", "wireguard-go", "wireproxy"):
         if (loss, "B", cfg) in tot:
             print(f"      {cfg}: A→B {fmt(tot[(loss, 'B', cfg)])}; B→A {fmt(tot[(loss, 'A', cfg)])}")
 

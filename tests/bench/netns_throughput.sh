@@ -259,7 +259,7 @@ echo
 python3 - "$RESULTS" "$START" "$REPS" "$SECS" "$TUN_MTU" \
   "$(uname -r)" "$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)" "$(nproc)" \
   "$(sha256sum "$WGNET_BIN/wg-tun" | cut -c1-12)" "$BUILT" \
-  "$(dpkg-query -W -f '${Version}' wireguard-go 2>/dev/null || echo '?')" \
+  "$(wireguard_go_version)" \
   "$(iperf3 --version | head -1 | awk '{print $2}')" "$LOAD" "$(cut -d' ' -f1-3 /proc/loadavg)" "$OLD_SHA" "$QUEUES" "$VARIANT" <<'PY'
 import statistics, sys
 from collections import defaultdict

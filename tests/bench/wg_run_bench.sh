@@ -165,12 +165,14 @@ setup() { # CONFIG
       # as the user (nsenter, the user namespace first), as a shell inside would run it.
       chmod 0666 /dev/net/tun
       ip netns exec "$NS_A" setpriv --reuid=nobody --regid=nogroup --clear-groups \
-        "$WGNET_BIN/wg-run" -c "$TMP/user/wg0.conf" -- sleep 600 >"$TMP/wg-run.log" 2>&1 &
+        "$WGNET_BIN/wg-run" -c "$TMP/user/wg0.conf" -- sleep "600.$$" >"$TMP/wg-run.log" 2>&1 &
       A_PID=$!
       PIDS+=("$A_PID")
+      # COMMAND is not wg-run's child (a PID namespace's init stands between): found by
+      # its command line, which is this run's own.
       local inner=""
       for i in $(seq 100); do
-        inner=$(pgrep -x -P "$A_PID" sleep) && break
+        inner=$(pgrep -x -f "sleep 600\.$$") && break
         sleep 0.1
       done
       [ -n "$inner" ] || { log "wg-run did not start: $(cat "$TMP/wg-run.log")"; return 1; }

@@ -150,6 +150,16 @@ configure() {
   ip netns exec "$ns" ip link set "$iface" up
 }
 
+# The version of the wireguard-go that start_impl runs: $WIREGUARD_GO's own (--version),
+# or Debian's package version.
+wireguard_go_version() {
+  if [ -n "${WIREGUARD_GO:-}" ]; then
+    "$WIREGUARD_GO" --version 2>/dev/null | awk '/wireguard-go/ {print $2; exit}'
+  else
+    dpkg-query -W -f '${Version}' wireguard-go 2>/dev/null || echo '?'
+  fi
+}
+
 # Sets up the pair with implementations IMPL_A and IMPL_B. Keys in $TMP. ARGS_A and
 # ARGS_B (words, default none) go to the daemons' command lines.
 setup_pair() {

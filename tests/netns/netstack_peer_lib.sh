@@ -36,6 +36,8 @@ run_bg() {
 # Starts wg-netstack in A (SOCKS5 on $SOCKS) against a peer at 198.18.0.2:$PORT_B.
 # Keys in $TMP/a.key, $TMP/b.pub. NETSTACK_LOG_LEVEL: default error. NETSTACK_ARGS:
 # more flags for wg-netstack, split on spaces (e.g. "--tcp-congestion cubic").
+# With WIREPROXY (a path), that wireproxy runs instead, with the same file and its
+# [Socks5] section (which wg-netstack reads the same way).
 start_netstack() {
   cat >"$TMP/a.conf" <<CONF
 [Interface]
@@ -49,16 +51,21 @@ AllowedIPs = 198.19.0.2/32
 Endpoint = 198.18.0.2:$PORT_B
 CONF
   chmod 600 "$TMP/a.conf"
-  # shellcheck disable=SC2086  # NETSTACK_ARGS is a list of flags
-  run_bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" \
-    --log-level "${NETSTACK_LOG_LEVEL:-error}" --socks5 "$SOCKS" ${NETSTACK_ARGS:-}
+  if [ -n "${WIREPROXY:-}" ]; then
+    printf '\n[Socks5]\nBindAddress = %s\n' "$SOCKS" >>"$TMP/a.conf"
+    run_bg "$NS_A" wg-netstack "$WIREPROXY" -s -c "$TMP/a.conf"
+  else
+    # shellcheck disable=SC2086  # NETSTACK_ARGS is a list of flags
+    run_bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" \
+      --log-level "${NETSTACK_LOG_LEVEL:-error}" --socks5 "$SOCKS" ${NETSTACK_ARGS:-}
+  fi
   # shellcheck disable=SC2034  # read by the scripts that source this file
   NETSTACK_PID=${PIDS[-1]}
   wait_listen "$NS_A" "$SOCKS"
 }
 
-# setup_netstack_pair IMPL_B: fresh namespaces, wg-netstack in A, IMPL_B (wg-tun or
-# wireguard-go) in B, tx-udp-segmentation off, and a first handshake (ping from B),
+# setup_netstack_pair IMPL_B: fresh namespaces, wg-netstack (or WIREPROXY) in A, IMPL_B
+# (wg-tun or wireguard-go) in B, tx-udp-segmentation off, and a first handshake (ping from B),
 # all before any loss is switched on.
 setup_netstack_pair() {
   local impl_b=$1
