@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The manuals and --help agree: for wg-netstack and wg-tun, the flags, environment
-# variables and signals of `PROG --help` are those of docs/man/PROG.8.scd, the page's
-# version is the program's, and the page scdoc makes lints clean (mandoc, man).
+# The manuals and --help agree: for wg-netstack, wg-tun and wg-run, the flags,
+# environment variables and signals of `PROG --help` are those of docs/man/PROG.8.scd,
+# every flag is in docs/PROG.md too, the page's version is the program's, and the page
+# scdoc makes lints clean (mandoc, man).
 #
 #   man_test.sh BIN_DIR SOURCE_DIR
 #
@@ -75,6 +76,11 @@ for prog in wg-netstack wg-tun wg-run; do
     [ -s "$tmp/help.$kind" ] || fail "$prog: --help names no $what"
     compare "$prog" "$what" "$tmp/help.$kind" "$tmp/page.$kind"
   done
+
+  # Every flag of --help is in the program's reference in docs/ too.
+  while read -r flag; do
+    grep -qF -- "$flag" "$src/docs/$prog.md" || fail "$prog: flag $flag is in --help, not in docs/$prog.md"
+  done < "$tmp/help.flags"
 
   version=$("$bin/$prog" --version | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1 || true)
   head -1 "$page" | grep -qF "\"wgnet $version\"" ||
