@@ -74,13 +74,12 @@ using programs::OffloadSwitch;
 // The off-switches the command line gave (each once), entries of kOffloadSwitches.
 using Disabled = std::vector<const OffloadSwitch*>;
 
-// A usage error: one line on stderr, exit status 1 (as wireguard-go's; wg-netstack's too).
+// A usage error: one line on stderr with the usage, exit status 1 (as wireguard-go's).
 [[noreturn]] void usage_error(const char* argv0, const std::string& what) {
-  fmt::print(stderr,
-             "wg-tun: {}; usage: {} [-f/--foreground] [--queues N] [--health ADDR:PORT] [--user NAME] "
-             "[--no-sandbox] [--sandbox-log] [--disable-OFFLOAD]... INTERFACE-NAME (--help: the offloads)\n",
-             what, argv0);
-  std::exit(1);
+  programs::usage_error("wg-tun", fmt::format("{}; usage: {} [-f/--foreground] [--queues N] [--health ADDR:PORT] "
+                                              "[--user NAME] [--no-sandbox] [--sandbox-log] [--disable-OFFLOAD]... "
+                                              "INTERFACE-NAME",
+                                              what, argv0));
 }
 
 [[noreturn]] void usage(const char* argv0, int code) {
