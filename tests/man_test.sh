@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The manuals and --help agree: for wg-netstack, wg-tun and wg-run, the flags,
 # environment variables and signals of `PROG --help` are those of docs/man/PROG.8.scd,
-# every flag is in docs/PROG.md too, the page's version is the program's, and the page
-# scdoc makes lints clean (mandoc, man).
+# every flag is in the program's own reference under docs/ too, the page's version is
+# the program's, and the page scdoc makes lints clean (mandoc, man).
 #
 #   man_test.sh BIN_DIR SOURCE_DIR
 #
