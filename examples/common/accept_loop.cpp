@@ -56,8 +56,8 @@ int reset_waiting(tcp::acceptor& a, const AcceptOptions& options) {
     tcp::socket s(a.get_executor());
     a.accept(s, ec);
     if (ec) break;
+    if (options.on_refused) options.on_refused();  // counted before the client can see it
     reset(s);
-    if (options.on_refused) options.on_refused();
     ++n;
   }
   return n;
@@ -102,8 +102,8 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, AcceptOptions options
         wg::log::error("{}: {} connections open, the most allowed: refusing new ones until some close",
                        options.name, *open);
       at_cap = true;
-      reset(s);
       if (options.on_refused) options.on_refused();
+      reset(s);
       continue;
     }
     if (at_cap) {

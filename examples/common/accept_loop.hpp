@@ -16,7 +16,7 @@ struct AcceptOptions {
   // Connections served at once (0: no cap). A connection past it is accepted and reset at
   // once, so its client learns it will not be served instead of waiting in the backlog.
   size_t max_connections = 0;
-  std::function<void()> on_refused;  // a connection was reset for either reason (may be empty)
+  std::function<void()> on_refused;  // a connection is reset for either reason, called before (may be empty)
 };
 
 // Accepts on `acceptor` until it is closed, serving each connection (TCP_NODELAY set) in
