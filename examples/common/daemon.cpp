@@ -78,11 +78,13 @@ int fork_daemon(std::string_view program, int pass_on, bool keep_stderr) {
 }
 
 void daemon_ready(int fd, int null) {
-  notify_ready(fd);
+  // Off the pipe first: once told, the parent exits, and a line written to a pipe
+  // without a reader fails (the log would throw on it).
   if (null >= 0) {
     for (int target : {0, 1, 2}) ::dup2(null, target);
     if (null > 2) ::close(null);
   }
+  notify_ready(fd);
 }
 
 int null_if_stderr_is(int ready_fd) {

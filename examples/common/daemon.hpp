@@ -16,8 +16,8 @@ namespace programs {
 // the pipe too unless keep_stderr.
 int fork_daemon(std::string_view program, int pass_on = -1, bool keep_stderr = false);
 
-// The child of fork_daemon is up: tells the parent, and lets go of the terminal or the
-// pipe (`null`: /dev/null onto 0, 1 and 2, opened before the sandbox; -1 keeps them).
+// The child of fork_daemon is up: lets go of the terminal and the pipe (`null`: /dev/null
+// onto 0, 1 and 2, opened before the sandbox; -1 keeps them), then tells the parent.
 void daemon_ready(int fd, int null);
 
 // /dev/null (close-on-exec) if stderr is the pipe `ready_fd` writes to, else -1: what a

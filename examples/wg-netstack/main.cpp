@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <system_error>
 
 #include "config_check.hpp"
 #include "confine.hpp"
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {
     if (!o.user.empty()) user = programs::find_user(o.user);
     const int ready_fd = o.daemon_mode ? programs::fork_daemon("wg-netstack") : -1;
     const int null_fd = o.daemon_mode ? ::open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
+    if (o.daemon_mode && null_fd < 0) throw std::system_error(errno, std::generic_category(), "/dev/null");
     (void)resident_bytes();  // opens /proc/self/statm before the sandbox
     programs::UapiSocket uapi_socket;
     if (!o.uapi_path.empty()) uapi_socket = programs::UapiSocket::listen(o.uapi_path);
