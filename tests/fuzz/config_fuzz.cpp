@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wg/base/shown.hpp"
 #include "wg/config.hpp"
 
 namespace {
@@ -87,7 +88,8 @@ bool base64_only(std::string_view s) {
   return true;
 }
 
-// The values of the secret-key lines, and the text without those lines.
+// The values of the secret-key lines, and the other lines, raw and escaped as messages
+// quote them (an escaped byte's digits can complete a secret: "\x80" before "AAAA...").
 void split_secrets(std::string_view text, std::vector<std::string>& secrets, std::string& rest) {
   while (!text.empty()) {
     auto nl = text.find('\n');
@@ -97,7 +99,7 @@ void split_secrets(std::string_view text, std::vector<std::string>& secrets, std
     auto eq = body.find('=');
     auto key = eq == std::string_view::npos ? std::string() : lower(trim(body.substr(0, eq)));
     if (key == "privatekey" || key == "presharedkey") secrets.emplace_back(trim(body.substr(eq + 1)));
-    else (rest += line) += '\n';
+    else ((rest += line) += '\n') += wg::escaped(line) + '\n';
   }
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "proxy_config.hpp"
+#include "wg/base/shown.hpp"
 
 namespace {
 
@@ -80,7 +81,7 @@ bool is_base64_char(char c) {
 }
 
 // The message quotes a secret of the text only if the text also holds it outside of the
-// secret lines (as an Address, say) or in the environment. Checked on every 16 characters of a run of base64
+// secret lines (as an Address, say, raw or escaped) or in the environment. Checked on every 16 characters of a run of base64
 // characters in a secret's value: the messages' own words have no such run, so one there
 // was quoted from a line.
 void check_secrets(std::string_view text, std::string_view what, size_t line) {
@@ -107,7 +108,9 @@ void check_secrets(std::string_view text, std::string_view what, size_t line) {
         if (std::all_of(window.begin(), window.end(), is_base64_char)) secrets.emplace_back(window);
       }
     } else {
+      // Messages quote a value escaped, and escaping can spell a secret's run ("\xb0...").
       (rest += l) += '\n';
+      (rest += wg::escaped(l)) += '\n';
     }
   }
   for (auto& s : secrets)
