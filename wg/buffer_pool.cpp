@@ -1,6 +1,11 @@
 // The data path's buffer pool.
 #include "wg/buffer_pool.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <new>
+
 namespace wg {
 
 size_t BufferPool::take_locked(uint8_t** out, size_t n) {
@@ -9,9 +14,15 @@ size_t BufferPool::take_locked(uint8_t** out, size_t n) {
     out[got++] = free_.back();
     free_.pop_back();
   }
+  low_water_ = std::min(low_water_, free_.size());
   while (got < n && storage_.size() < limit_) {
-    storage_.push_back(std::make_unique_for_overwrite<uint8_t[]>(kHeader + kBufferSize));
-    uint8_t* raw = storage_.back().get();
+    void* map = ::mmap(nullptr, kMapSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+      if (got == 0) throw std::bad_alloc();
+      break;
+    }
+    auto* raw = static_cast<uint8_t*>(map);
+    storage_.push_back(raw);
     new (raw) std::atomic<uint32_t>(1);
     out[got++] = raw + kHeader;
   }
@@ -19,7 +30,29 @@ size_t BufferPool::take_locked(uint8_t** out, size_t n) {
 }
 
 BufferPool::~BufferPool() {
-  for (auto& raw : storage_) std::launder(reinterpret_cast<std::atomic<uint32_t>*>(raw.get()))->~atomic();
+  for (uint8_t* raw : storage_) {
+    std::launder(reinterpret_cast<std::atomic<uint32_t>*>(raw))->~atomic();
+    ::munmap(raw, kMapSize);
+  }
+}
+
+size_t BufferPool::trim(std::chrono::steady_clock::time_point now, size_t keep,
+                        std::chrono::steady_clock::duration interval) {
+  std::lock_guard lock(mu_);
+  if (now < next_trim_) return 0;
+  next_trim_ = now + interval;
+  const size_t spare = free_.size() > keep ? free_.size() - keep : 0;
+  const size_t n = std::min(low_water_, spare);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* raw = free_[i] - kHeader;
+    std::launder(reinterpret_cast<std::atomic<uint32_t>*>(raw))->~atomic();
+    ::munmap(raw, kMapSize);
+    *std::find(storage_.begin(), storage_.end(), raw) = storage_.back();
+    storage_.pop_back();
+  }
+  free_.erase(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n));
+  low_water_ = free_.size();
+  return n;
 }
 
 size_t BufferPool::take(uint8_t** out, size_t n, const std::atomic<bool>* stop) {

@@ -1,12 +1,14 @@
 // Packet buffers, allocated lazily up to a limit and reused. take() blocks when all are
-// in use: the pipeline's back-pressure on its readers.
+// in use: the pipeline's back-pressure on its readers. Buffers idle through a whole trim
+// interval go back to the kernel (each is its own mapping), so a burst's peak does not
+// stay resident.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -45,6 +47,10 @@ public:
     s.store(1, std::memory_order_relaxed);
     return true;
   }
+  // Frees the buffers that stayed idle since the last trim, keeping `keep` idle ones;
+  // does nothing before `interval` has passed since then. Returns how many it freed.
+  size_t trim(std::chrono::steady_clock::time_point now, size_t keep,
+              std::chrono::steady_clock::duration interval = std::chrono::seconds(10));
   // Changes the allocation limit by n. Lowering it frees nothing.
   void add_limit(std::ptrdiff_t n);
   void close();
@@ -57,15 +63,18 @@ public:
 private:
   // The share count sits in its own cache line before the bytes.
   static constexpr size_t kHeader = 64;
+  static constexpr size_t kMapSize = kHeader + kBufferSize;
   static std::atomic<uint32_t>& shares(uint8_t* buf) {
     return *std::launder(reinterpret_cast<std::atomic<uint32_t>*>(buf - kHeader));
   }
   size_t take_locked(uint8_t** out, size_t n);
-  size_t limit_;  // under mu_
+  size_t limit_;  // under mu_ with all below
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::unique_ptr<uint8_t[]>> storage_;
-  std::vector<uint8_t*> free_;
+  std::vector<uint8_t*> storage_;  // every mapping
+  std::vector<uint8_t*> free_;     // coldest first
+  size_t low_water_ = 0;           // fewest in free_ since the last trim
+  std::chrono::steady_clock::time_point next_trim_{};
   bool closed_ = false;
 };
 

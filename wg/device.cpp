@@ -16,6 +16,10 @@ thread_local bool Device::control_thread_ = false;
 
 namespace {
 
+// Idle buffers the pool keeps through a trim: a burst after a quiet spell maps no more
+// than the rest.
+constexpr size_t kIdleBuffersKept = 16;
+
 void name_thread(const char* name) { pthread_setname_np(pthread_self(), name); }  // at most 15 chars
 
 }  // namespace
@@ -48,7 +52,8 @@ Device::Device(tun::Device& tun, conn::Bind& bind, DeviceOptions options)
   timer_thread_ = std::thread([this] {
     name_thread("wg-timers");
     control_thread_ = true;
-    timer_list_.run([this] { return now(); }, [this](Peer& p, const TimerActions& a) { run_timers(p, a); });
+    timer_list_.run([this] { return now(); }, [this](Peer& p, const TimerActions& a) { run_timers(p, a); },
+                    [this](TimePoint t) { buffers_.trim(t, kIdleBuffersKept); });
   });
   for (size_t q = 0; q < tun.queues(); ++q) tun_threads_.emplace_back([this, &dev = tun.queue(q)] {
     name_thread("wg-tun-read");

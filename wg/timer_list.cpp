@@ -38,7 +38,8 @@ void TimerList::poke_before(Peer& p, std::optional<TimePoint> deadline) {
 }
 
 void TimerList::run(const std::function<TimePoint()>& now_fn,
-                    const std::function<void(Peer&, const TimerActions&)>& act) {
+                    const std::function<void(Peer&, const TimerActions&)>& act,
+                    const std::function<void(TimePoint)>& each_round) {
   std::unique_lock lock(mu_);
   while (!closed_) {
     wake_at_.store(std::numeric_limits<Clock::rep>::max());
@@ -62,6 +63,7 @@ void TimerList::run(const std::function<TimePoint()>& now_fn,
     // What was scanned and not kept (removed peers among them) is released here, before
     // the sleep and without the lock.
     scan.clear();
+    if (each_round) each_round(now);
     lock.lock();
     peers_.insert(peers_.end(), std::make_move_iterator(keep.begin()), std::make_move_iterator(keep.end()));
     keep.clear();

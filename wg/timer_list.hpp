@@ -27,8 +27,10 @@ public:
 
   // The timer thread, until close(): each round runs every listed peer's due timers at
   // now() and hands what they ask for to act(peer, actions), without the list's lock;
-  // then sleeps until the earliest deadline (at most a second) or a poke.
-  void run(const std::function<TimePoint()>& now, const std::function<void(Peer&, const TimerActions&)>& act);
+  // then calls each_round(now) and sleeps until the earliest deadline (at most a second)
+  // or a poke.
+  void run(const std::function<TimePoint()>& now, const std::function<void(Peer&, const TimerActions&)>& act,
+           const std::function<void(TimePoint)>& each_round = {});
 
   // Returns once a round that read the clock after this call is done. False once closed.
   bool round();

@@ -71,3 +71,37 @@ TEST_CASE("pool: a waiting take gets a buffer given back, and at least one of wh
   CHECK(pool.idle() == 3);
   CHECK(pool.allocated() == 3);
 }
+
+TEST_CASE("pool: a trim frees the buffers idle since the last one, coldest first, keeping some", "[pool]") {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0{};
+  wg::BufferPool pool(8);
+  uint8_t* held[8] = {};
+  REQUIRE(pool.take(held, 8) == 8);
+  pool.give(held, 8);
+  CHECK(pool.trim(t0, 1) == 0);  // all were in use since the pool began
+  CHECK(pool.trim(t0 + 9s, 1) == 0);  // before the interval: nothing looked at
+  // Two taken and given back: six stayed idle through the interval.
+  uint8_t* hot[2] = {};
+  REQUIRE(pool.take(hot, 2) == 2);
+  CHECK(hot[0] == held[7]);  // the most recently given first
+  pool.give(hot, 2);
+  CHECK(pool.trim(t0 + 10s, 1) == 6);
+  CHECK(pool.allocated() == 2);
+  CHECK(pool.idle() == 2);
+  // The two left are the ones in use during the interval, and still work.
+  uint8_t* left[2] = {};
+  REQUIRE(pool.try_take(left, 2) == 2);
+  CHECK(((left[0] == hot[0] && left[1] == hot[1]) || (left[0] == hot[1] && left[1] == hot[0])));
+  left[0][0] = left[1][wg::kBufferSize - 1] = 0xaa;
+  pool.give(left, 2);
+  CHECK(pool.trim(t0 + 20s, 1) == 0);  // both were in use in this interval
+  // An idle interval: all but `keep` go.
+  CHECK(pool.trim(t0 + 30s, 1) == 1);
+  CHECK(pool.allocated() == 1);
+  // Freed buffers count against the limit no more: all eight can be taken again.
+  uint8_t* again[8] = {};
+  CHECK(pool.take(again, 8) == 8);
+  pool.give(again, 8);
+  CHECK(pool.allocated() == 8);
+}

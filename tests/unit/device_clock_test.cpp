@@ -318,3 +318,30 @@ TEST_CASE("device clock: a refused initiation is retried after 100 ms, doubling,
   CHECK(*got == ip4_packet(1, 2, 0x77));
   CHECK(pr.wire.count(pr.pa(), MessageType::initiation) == 5);
 }
+
+TEST_CASE("device clock: buffers a burst needed and that then stayed idle for 10 s are freed", "[device][clock]") {
+  Pair pr;
+  // Packets staged while no handshake completes hold a buffer each; once sent, the
+  // buffers are idle in a's pool.
+  pr.wire.cut_from = pr.pa();
+  constexpr uint32_t kBurst = 100;
+  const BufferPool& pool = pr.a.dev.buffers();
+  const size_t in_use = pool.allocated() - pool.idle();
+  for (uint32_t i = 0; i < kBurst; ++i) pr.a.tun.inject(ip4_packet(1, 2, i));
+  REQUIRE(eventually([&] { return pool.allocated() - pool.idle() >= in_use + kBurst; }));
+  pr.wire.cut_from = 0;
+  pr.advance(kRekeyTimeout + kRekeyTimeoutJitterMax);
+  for (uint32_t i = 0; i < kBurst; ++i) REQUIRE(pr.b.tun.take(5s));
+  pr.keepalive_from_b();  // the last datagram of the exchange: quiet from here on
+  REQUIRE(eventually([&] { return pool.idle() >= kBurst; }));
+  const size_t allocated = pool.allocated(), idle = pool.idle();
+  // A trim frees what stayed idle since the one before; by the second after the quiet
+  // began, all but 16 are gone, and what is in use (the receivers' batches) stays.
+  pr.advance(11s);
+  pr.advance(11s);
+  CHECK(pool.idle() == 16);
+  CHECK(pool.allocated() == allocated - (idle - 16));
+  // Buffers are mapped again as traffic needs them.
+  for (uint32_t i = 0; i < kBurst; ++i) pr.a.tun.inject(ip4_packet(1, 2, i));
+  for (uint32_t i = 0; i < kBurst; ++i) REQUIRE(pr.b.tun.take(5s));
+}
