@@ -1,6 +1,7 @@
 // Batches of packets and their pool.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,24 @@
 namespace wg {
 
 inline constexpr size_t kMaxBatch = 128;
+
+// How many buffers a reader holds for its next read: twice as many (up to its batch)
+// after a read that filled all it held; after one that filled less than a quarter,
+// twice what it filled (at least kMin). A reader waiting after a burst so pins a few
+// buffers, not a batch of 64 KiB ones.
+class ReadDepth {
+public:
+  static constexpr size_t kMin = 8;
+  explicit ReadDepth(size_t batch) : max_(batch), want_(std::min(batch, kMin)) {}
+  size_t want() const { return want_; }
+  void used(size_t n, size_t held) {
+    if (n >= held) want_ = std::min(want_ * 2, max_);
+    else if (n * 4 < want_) want_ = std::min(std::max(n * 2, kMin), max_);
+  }
+
+private:
+  size_t max_, want_;
+};
 
 class Peer;
 

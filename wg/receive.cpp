@@ -54,9 +54,10 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
   std::array<uint32_t, kMaxBatch> shares{};   // entries handed on, per buffer
   std::array<Batch*, kMaxBatch> ready{};      // batches of this pass, to hand on at its end
   size_t have = 0;
-  while (have < batch_) {
+  ReadDepth depth(batch_);
+  while (have < depth.want()) {
     // At least one, or none when stopping.
-    const size_t got = buffers_.take(bufs.data() + have, batch_ - have, &receivers_stop_);
+    const size_t got = buffers_.take(bufs.data() + have, depth.want() - have, &receivers_stop_);
     if (got == 0) {
       buffers_.give(bufs.data(), have);
       return;
@@ -144,17 +145,22 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
       else if (shares[j] > 1)
         BufferPool::share(bufs[j], shares[j]);
     }
+    depth.used(have - kept, have);
     for (size_t q = 0; q < ready_n; ++q) {
       ready[q]->peer->queue_inbound(ready[q]);
       submit(ready[q]);
     }
-    while (kept < batch_) {
-      size_t got = buffers_.take(bufs.data() + kept, batch_ - kept, &receivers_stop_);
+    if (kept > depth.want()) {
+      buffers_.give(bufs.data() + depth.want(), kept - depth.want());
+      kept = depth.want();
+    }
+    while (kept < depth.want()) {
+      size_t got = buffers_.take(bufs.data() + kept, depth.want() - kept, &receivers_stop_);
       if (got == 0) break;  // stopping
       kept += got;
     }
     have = kept;
-    if (have < batch_) break;
+    if (have < depth.want()) break;
   }
   buffers_.give(bufs.data(), have);
 }

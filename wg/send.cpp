@@ -26,14 +26,19 @@ void Device::tun_reader(tun::Device& dev) {
   std::array<size_t, kMaxBatch> sizes{};
   size_t have = 0;
   unsigned failures = 0;  // reads failed in a row
+  ReadDepth depth(batch_);
 
   while (!closing_) {
-    while (have < batch_) {
-      size_t got = buffers_.take(bufs.data() + have, batch_ - have);
+    if (have > depth.want()) {
+      buffers_.give(bufs.data() + depth.want(), have - depth.want());
+      have = depth.want();
+    }
+    while (have < depth.want()) {
+      size_t got = buffers_.take(bufs.data() + have, depth.want() - have);
       if (got == 0) break;  // closing
       have += got;
     }
-    if (have < batch_) break;
+    if (have < depth.want()) break;
     for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
 
     std::error_code ec;
@@ -44,6 +49,7 @@ void Device::tun_reader(tun::Device& dev) {
       continue;
     }
     failures = 0;
+    depth.used(n, have);
     const size_t kept = route_and_stage(bufs.data(), sizes.data(), n);
     for (size_t i = n; i < have; ++i) bufs[kept + i - n] = bufs[i];
     have = kept + (have - n);

@@ -8,6 +8,7 @@
 #include <future>
 
 #include "../support/thread_state.hpp"
+#include "wg/batch.hpp"
 #include "wg/buffer_pool.hpp"
 
 using namespace std::chrono_literals;
@@ -104,4 +105,27 @@ TEST_CASE("pool: a trim frees the buffers idle since the last one, coldest first
   CHECK(pool.take(again, 8) == 8);
   pool.give(again, 8);
   CHECK(pool.allocated() == 8);
+}
+
+TEST_CASE("pool: a reader holds more buffers after full reads and fewer after sparse ones", "[pool]") {
+  wg::ReadDepth d(128);
+  CHECK(d.want() == wg::ReadDepth::kMin);
+  d.used(8, 8);  // every buffer filled: twice as many next time
+  CHECK(d.want() == 16);
+  for (int i = 0; i < 10; ++i) d.used(d.want(), d.want());
+  CHECK(d.want() == 128);  // never past the batch
+  d.used(40, 128);  // a quarter or more: kept
+  CHECK(d.want() == 128);
+  d.used(31, 128);  // less than a quarter: twice what it filled
+  CHECK(d.want() == 62);
+  d.used(1, 62);  // the first sparse read after a burst: back to the minimum
+  CHECK(d.want() == wg::ReadDepth::kMin);
+  d.used(1, 8);
+  CHECK(d.want() == wg::ReadDepth::kMin);  // never below it
+  wg::ReadDepth small(4);  // a batch below the minimum is the whole depth
+  CHECK(small.want() == 4);
+  small.used(4, 4);
+  CHECK(small.want() == 4);
+  small.used(0, 4);
+  CHECK(small.want() == 4);
 }

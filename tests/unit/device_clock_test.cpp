@@ -332,15 +332,22 @@ TEST_CASE("device clock: buffers a burst needed and that then stayed idle for 10
   pr.wire.cut_from = 0;
   pr.advance(kRekeyTimeout + kRekeyTimeoutJitterMax);
   for (uint32_t i = 0; i < kBurst; ++i) REQUIRE(pr.b.tun.take(5s));
+  // One packet after the burst: a's TUN reader, as its receiver will with b's keepalive,
+  // reads one where it had read many.
+  pr.a.tun.inject(ip4_packet(1, 2, kBurst));
+  REQUIRE(pr.b.tun.take(5s));
   pr.keepalive_from_b();  // the last datagram of the exchange: quiet from here on
   REQUIRE(eventually([&] { return pool.idle() >= kBurst; }));
   const size_t allocated = pool.allocated(), idle = pool.idle();
   // A trim frees what stayed idle since the one before; by the second after the quiet
-  // began, all but 16 are gone, and what is in use (the receivers' batches) stays.
+  // began, all but 16 are gone, and what is in use (the readers' next reads) stays.
   pr.advance(11s);
   pr.advance(11s);
   CHECK(pool.idle() == 16);
   CHECK(pool.allocated() == allocated - (idle - 16));
+  // After those sparse reads the TUN reader and the receiver hold ReadDepth::kMin
+  // buffers each, not the batch the burst grew them to.
+  CHECK(pool.allocated() - pool.idle() <= 2 * ReadDepth::kMin);
   // Buffers are mapped again as traffic needs them.
   for (uint32_t i = 0; i < kBurst; ++i) pr.a.tun.inject(ip4_packet(1, 2, i));
   for (uint32_t i = 0; i < kBurst; ++i) REQUIRE(pr.b.tun.take(5s));
