@@ -62,6 +62,7 @@ wg::IpAddress from_lwip(const ip_addr_t& a) {
 namespace {
 std::mutex g_core_mu;      // held while a Core is made or ended
 std::weak_ptr<Core> g_core;
+thread_local Core* t_core = nullptr;  // on a Core's thread: that Core
 }  // namespace
 
 std::shared_ptr<Core> Core::acquire() {
@@ -83,7 +84,9 @@ Core::Core() : work_(io.get_executor()), timer_(io) {
   asio::post(io, [this] { schedule_timers(); });
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "wg-netstack");  // for ps, top -H, perf, gdb
+    t_core = this;
     io.run();
+    t_core = nullptr;
   });
 }
 
@@ -96,17 +99,33 @@ Core::~Core() {
   if (thread_.joinable()) thread_.join();
 }
 
-// lwIP's timers (TCP fast/slow, reassembly, ND) for every Stack: run them and sleep until
-// the next one, never longer than 50 ms so timers armed by new activity are not late by
-// more.
+// lwIP's timers (TCP, reassembly, ND) for every Stack: run them and sleep until the next
+// one. A timeout armed later by activity wakes the thread sooner (timeout_first).
 void Core::schedule_timers() {
+  checking_ = true;
   sys_check_timeouts();
-  u32_t sleep = sys_timeouts_sleeptime();
-  if (sleep > 50) sleep = 50;
-  timer_.expires_after(std::chrono::milliseconds(sleep));
+  checking_ = false;
+  wait_timers(sys_timeouts_sleeptime());
+}
+
+void Core::wait_timers(u32_t ms) {
+  // (Re-arming cancels the wait before: its handler sees operation_aborted.)
+  if (ms == SYS_TIMEOUTS_SLEEPTIME_INFINITE) timer_.expires_at(asio::steady_timer::time_point::max());
+  else timer_.expires_after(std::chrono::milliseconds(ms));
   timer_.async_wait([this](const error_code& ec) {
     if (!ec) schedule_timers();
   });
+}
+
+void Core::timeout_first() {
+  if (checking_) return;
+  const u32_t ms = sys_timeouts_sleeptime();
+  if (asio::steady_timer::clock_type::now() + std::chrono::milliseconds(ms) < timer_.expiry()) wait_timers(ms);
+}
+
+// LWIP_HOOK_TIMEOUT_FIRST (the weak one in glue.c does nothing).
+extern "C" void wgnet_lwip_timeout_first(void) {
+  if (t_core) t_core->timeout_first();
 }
 
 // --- Stack ---

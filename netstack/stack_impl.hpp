@@ -77,12 +77,18 @@ public:
 
   asio::io_context io;
 
+  // lwIP put a timeout first (LWIP_HOOK_TIMEOUT_FIRST): wake for it if it is sooner
+  // than the wait. On the Core's thread.
+  void timeout_first();
+
 private:
   Core();
   void schedule_timers();
+  void wait_timers(u32_t ms);
 
   asio::executor_work_guard<Executor> work_;
   asio::steady_timer timer_;
+  bool checking_ = false;  // in sys_check_timeouts(): schedule_timers waits afterwards
   std::thread thread_;
 };
 

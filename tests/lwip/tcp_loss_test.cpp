@@ -2,7 +2,8 @@
 // process, joined by a scripted link that drops chosen segments, on a fake clock that
 // the test advances 1 ms at a time. Each test asserts what the sender does — which
 // segments it sends again and when, whether a retransmission timeout fired, cwnd and
-// ssthresh after recovery — with and without SACK.
+// ssthresh after recovery — with and without SACK; and which connections the timers
+// visit (only those with work pending).
 //
 //   sender  198.19.0.1 (netif A) ──data──▶ Link (one-way delay, drop rules) ──▶ netif B
 //                                ◀──ACKs── Link ◀──────────────────────────── receiver
@@ -19,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "lwip/init.h"
@@ -35,6 +37,9 @@ u32_t g_now = 1000;  // ms; lwIP treats 0 specially in places
 extern "C" u32_t sys_now(void) { return g_now; }
 // TCP_CLOCK_US (patch 0005) on the same fake clock; glue.c's real one is weak.
 extern "C" u32_t wgnet_lwip_now_us(void) { return g_now * 1000u; }
+// TCP_TICKS_NOW (patch 0012), 20 ms slow ticks of the same clock, from 1000 ticks before
+// the counter wraps: every case from the 20th simulated second on runs past the wrap.
+extern "C" u32_t wgnet_lwip_slow_ticks(void) { return 0xffffffffu - 1000u + g_now / 20u; }
 
 namespace {
 
@@ -976,4 +981,131 @@ TEST_CASE("lwip tcp: after an RTO BBR restarts at one segment and grows back to 
   link.run(3000);
   CHECK(t.snd->cwnd >= 11u * 1380);  // at least a BDP again
   CHECK(t.snd->rec.bbr.bw >= 1380 * 1000 * 9 / 10);
+}
+
+// --- the timers: patch 0012 (only connections with work pending are visited) ---
+
+namespace {
+
+// n connections, each with one small exchange done and then idle.
+struct IdleConnections {
+  std::vector<std::unique_ptr<Transfer>> all;
+  IdleConnections(Link& link, size_t n, u32_t keep_idle_ms = 0) {
+    for (size_t i = 0; i < n; ++i) {
+      all.push_back(std::make_unique<Transfer>(link, 100));
+      if (keep_idle_ms != 0) {
+        ip_set_option(all.back()->snd, SOF_KEEPALIVE);
+        all.back()->snd->keep_idle = keep_idle_ms;
+        all.back()->snd->keep_intvl = 1000;
+        all.back()->snd->keep_cnt = 3;
+      }
+    }
+    link.run(2000);
+    for (auto& t : all) {
+      REQUIRE(t->received == t->total);
+      REQUIRE(t->snd->unacked == nullptr);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("lwip tcp timers: idle connections are not visited; a busy one costs its own ticks", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  IdleConnections idle(link, 1000);
+  // A simulated minute: one transfer among the 1,000 idle connections, then quiet.
+  const u32_t visits_before = tcp_timer_visits;
+  Transfer busy(link, kSegments * 1380);
+  uint32_t busy_until = 0;
+  link.run(60000, [&] {
+    if (busy_until == 0 && busy.received == busy.total && busy.snd->unacked == nullptr) busy_until = g_now;
+    return false;
+  });
+  REQUIRE(busy.received == busy.total);
+  REQUIRE(busy_until != 0);
+  const u32_t visits = tcp_timer_visits - visits_before;
+  // Each visited about twice per 10 ms tick while it has work (fast and slow timer);
+  // an lwIP that walked every pcb would have made 1,000 x 9,000 visits.
+  INFO("timer visits " << visits << ", segments " << link.sent.size());
+  CHECK(visits < 2 * link.sent.size() + 1000);
+  CHECK(tcp_armed_pcbs == nullptr);
+}
+
+TEST_CASE("lwip tcp timers: an idle connection's keepalive is sent when due, and only then", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  IdleConnections idle(link, 200, 10000);
+  u32_t last = idle.all[0]->snd->tmr;  // slow ticks of the last segment received
+  for (auto& t : idle.all)
+    if (TCP_SEQ_LT(t->snd->tmr, last)) last = t->snd->tmr;
+  // Idle, the senders send nothing but keepalive probes, each answered by an ACK.
+  int probes = 0;
+  u32_t first_probe = 0;
+  link.drop = [&](const Seg& s, int) {
+    if (s.from_sender && s.payload == 0 && ++probes == 1) first_probe = wgnet_lwip_slow_ticks();
+    return false;
+  };
+  const u32_t visits_before = tcp_timer_visits;
+  link.run(35000);
+  const u32_t visits = tcp_timer_visits - visits_before;
+  // The first probes 10 s (500 slow ticks) after the last segment, as tcp_slowtmr
+  // reckons it (more than 500 ticks, at the next slow tick); the next 10 s after each
+  // answer: 3 rounds for each of the 200 in the 33 s after the first.
+  INFO("probes " << probes << ", the first " << first_probe - last << " ticks after the last segment, visits "
+                 << visits);
+  CHECK(first_probe - last >= 501);
+  CHECK(first_probe - last <= 502);
+  CHECK(probes == 3 * 200);
+  // A few visits per probe on each side (the probe sent, taken, answered, the answer
+  // taken), none in between.
+  CHECK(visits <= 10u * static_cast<u32_t>(probes));
+  for (auto& t : idle.all) CHECK(t->snd->state == ESTABLISHED);
+}
+
+TEST_CASE("lwip tcp timers: a keepalive nobody answers ends the connection on time", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  IdleConnections idle(link, 1, 5000);
+  Transfer* t = idle.all[0].get();
+  tcp_err(t->snd, [](void* arg, err_t err) {
+    auto* tr = static_cast<Transfer*>(arg);
+    tr->snd = nullptr;  // lwIP freed it
+    tr->corrupt = err != ERR_ABRT;  // (reused: the wrong error)
+  });
+  link.drop = [](const Seg& s, int) { return !s.from_sender; };  // the peer is gone
+  const u32_t last = t->snd->tmr;
+  u32_t ended = 0;
+  link.run(20000, [&] {
+    if (t->snd == nullptr && ended == 0) ended = wgnet_lwip_slow_ticks();
+    return ended != 0;
+  });
+  REQUIRE(ended != 0);
+  CHECK_FALSE(t->corrupt);
+  // keep_idle 5 s plus 3 probes 1 s apart: 8 s (400 ticks) after the last segment.
+  INFO("ended " << ended - last << " ticks after the last segment");
+  CHECK(ended - last >= 401);
+  CHECK(ended - last <= 402);
+}
+
+TEST_CASE("lwip tcp timers: with only TIME-WAIT left nothing is visited, and TIME-WAIT still ends", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  {
+    IdleConnections idle(link, 1);
+    Transfer* t = idle.all[0].get();
+    // The sender closes first (TIME-WAIT on its side), then the receiver.
+    REQUIRE(tcp_close(t->snd) == ERR_OK);
+    t->snd = nullptr;
+    link.run(1000);
+    REQUIRE(tcp_close(t->rcv) == ERR_OK);
+    t->rcv = nullptr;
+    link.run(1000);
+  }
+  REQUIRE(tcp_tw_pcbs != nullptr);
+  CHECK(tcp_armed_pcbs == nullptr);
+  const u32_t visits_before = tcp_timer_visits;
+  link.run(2 * TCP_MSL + 2000);
+  CHECK(tcp_tw_pcbs == nullptr);
+  CHECK(tcp_timer_visits == visits_before);
 }

@@ -41,6 +41,12 @@
 #if !LWIP_TCP_BBR
 #error "wgnet needs patch 0010's BBR congestion control (LWIP_TCP_BBR=1)"
 #endif
+#if !LWIP_TCP_ARMED_TIMERS || !defined TCP_TICKS_NOW || !defined LWIP_HOOK_TIMEOUT_FIRST
+#error "wgnet needs patch 0012's timers that visit only connections with work (LWIP_TCP_ARMED_TIMERS=1, TCP_TICKS_NOW, LWIP_HOOK_TIMEOUT_FIRST)"
+#endif
+#if !LWIP_TCP_PCB_HASH || !defined LWIP_HOOK_TCP_PCB_HASH
+#error "wgnet needs patch 0013's hashed demultiplexing (LWIP_TCP_PCB_HASH=1, LWIP_HOOK_TCP_PCB_HASH)"
+#endif
 #ifndef LWIP_HOOK_TCP_ISN
 #error "wgnet needs LWIP_HOOK_TCP_ISN (RFC 6528 initial sequence numbers)"
 #endif

@@ -12,6 +12,7 @@
 #include <sodium.h>
 
 #include "lwip/arch.h"
+#include "lwip/opt.h"
 #include "lwip/ip_addr.h"
 #include "wgnet_lwip_hooks.h"
 
@@ -52,6 +53,14 @@ __attribute__((weak)) u32_t wgnet_lwip_now_us(void) {
   return (u32_t)((uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
 }
 
+__attribute__((weak)) u32_t wgnet_lwip_slow_ticks(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (u32_t)(((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u) / (2u * TCP_TMR_INTERVAL)); /* TCP_SLOW_INTERVAL */
+}
+
+__attribute__((weak)) void wgnet_lwip_timeout_first(void) {}
+
 uint32_t wgnet_lwip_rand(void) {
   uint32_t r;
   random_bytes(&r, sizeof r);
@@ -65,6 +74,9 @@ uint32_t wgnet_lwip_rand(void) {
  * another tuple's ISN says nothing about it. */
 
 static unsigned char isn_key[crypto_shorthash_KEYBYTES];
+/* The key of the active pcbs' hash table (patch 0013): another, so that a bucket says
+   nothing about an ISN. */
+static unsigned char pcb_hash_key[crypto_shorthash_KEYBYTES];
 static pthread_once_t isn_key_once = PTHREAD_ONCE_INIT;
 
 static void isn_key_init(void) {
@@ -73,6 +85,7 @@ static void isn_key_init(void) {
     abort();
   }
   random_bytes(isn_key, sizeof isn_key);
+  random_bytes(pcb_hash_key, sizeof pcb_hash_key);
 }
 
 /* Appends an address as a family byte and its 4 or 16 bytes in network order. */
@@ -93,10 +106,9 @@ static size_t put_port(unsigned char *out, u16_t port) {
   return 2;
 }
 
-u32_t wgnet_lwip_tcp_isn(const ip_addr_t *local_ip, u16_t local_port,
-                         const ip_addr_t *remote_ip, u16_t remote_port) {
-  pthread_once(&isn_key_once, isn_key_init);
-
+/* SipHash-2-4 of the 4-tuple under key, its first 4 bytes. */
+static u32_t tuple_hash(const ip_addr_t *local_ip, u16_t local_port, const ip_addr_t *remote_ip,
+                        u16_t remote_port, const unsigned char *key) {
   unsigned char tuple[2 * 17 + 2 * 2];
   size_t len = 0;
   len += put_addr(tuple + len, local_ip);
@@ -105,9 +117,22 @@ u32_t wgnet_lwip_tcp_isn(const ip_addr_t *local_ip, u16_t local_port,
   len += put_port(tuple + len, remote_port);
 
   unsigned char hash[crypto_shorthash_BYTES];
-  crypto_shorthash(hash, tuple, len, isn_key);
+  crypto_shorthash(hash, tuple, len, key);
   u32_t f;
   memcpy(&f, hash, sizeof f);
+  return f;
+}
+
+u32_t wgnet_lwip_tcp_pcb_hash(const ip_addr_t *local_ip, u16_t local_port,
+                              const ip_addr_t *remote_ip, u16_t remote_port) {
+  pthread_once(&isn_key_once, isn_key_init);
+  return tuple_hash(local_ip, local_port, remote_ip, remote_port, pcb_hash_key);
+}
+
+u32_t wgnet_lwip_tcp_isn(const ip_addr_t *local_ip, u16_t local_port,
+                         const ip_addr_t *remote_ip, u16_t remote_port) {
+  pthread_once(&isn_key_once, isn_key_init);
+  const u32_t f = tuple_hash(local_ip, local_port, remote_ip, remote_port, isn_key);
 
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);

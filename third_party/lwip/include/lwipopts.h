@@ -153,7 +153,11 @@
  *      segment (a SACK peer's fast retransmit does not count duplicate ACKs).
  * 0010 BBR besides CUBIC, per connection (tcp_cc_default; the netstack's
  *      StackOptions::tcp_congestion, BBR unless told otherwise): a window from the
- *      measured bottleneck rate and minimum RTT, which random loss does not shrink. */
+ *      measured bottleneck rate and minimum RTT, which random loss does not shrink.
+ * 0012 timers that visit only connections with work pending; an idle connection waits
+ *      for its keepalive in a heap, and the TCP timer stops when none has work.
+ * 0013 tcp_input finds a segment's connection in a keyed hash table, not by walking
+ *      every active connection. */
 #define TCP_TMR_INTERVAL                10
 #define LWIP_TCP_RTO_TIME               1000
 #define LWIP_TCP_RTO_FINE               1
@@ -167,6 +171,10 @@
 #define LWIP_TCP_INPUT_BATCH            1
 #define LWIP_TCP_BBR                    1
 #define TCP_CLOCK_US()                  wgnet_lwip_now_us()
+#define LWIP_TCP_ARMED_TIMERS           1
+#define LWIP_TCP_PCB_HASH               1
+#define TCP_TICKS_NOW()                 wgnet_lwip_slow_ticks()
+#define LWIP_HOOK_TIMEOUT_FIRST()       wgnet_lwip_timeout_first()
 #define TCP_RACK_MIN_REO_US             100
 
 /* ---- Hooks: RFC 6528 initial sequence numbers (glue.c). ----
@@ -174,6 +182,8 @@
 #define LWIP_HOOK_FILENAME              "wgnet_lwip_hooks.h"
 #define LWIP_HOOK_TCP_ISN(local_ip, local_port, remote_ip, remote_port) \
   wgnet_lwip_tcp_isn((local_ip), (local_port), (remote_ip), (remote_port))
+#define LWIP_HOOK_TCP_PCB_HASH(local_ip, local_port, remote_ip, remote_port) \
+  wgnet_lwip_tcp_pcb_hash((local_ip), (local_port), (remote_ip), (remote_port))
 /* What lwIP sends without a pcb bound to a netif while it handles an input packet (ICMP
  * errors such as port unreachable, ICMPv6 errors) leaves through the netif the packet came
  * in on: with several Stacks of the same addresses, the subnet match would pick the first
