@@ -1,7 +1,4 @@
-// Socket addresses and control messages of the Linux Bind: the sender of a received
-// datagram (msg_name), the destination and sticky source of a sent one (msg_name and an
-// IP_PKTINFO/IPV6_PKTINFO control message). Internal to bind/; parse_control, the
-// received side's control parser, is declared in linux.hpp for the fuzz target.
+// LinuxBind's socket addresses and PKTINFO control messages. Internal to bind/.
 #pragma once
 
 #include <netinet/in.h>
@@ -14,10 +11,9 @@
 
 namespace conn::detail {
 
-// The sender of a received datagram.
 void endpoint_from(const sockaddr_in6& name, Endpoint& ep);
 
-// The destination address of a send, and the PKTINFO that picks its source.
+// A send's destination and the PKTINFO picking its source.
 struct Destination {
   sockaddr_storage name{};
   socklen_t name_len = 0;

@@ -1,6 +1,5 @@
-// In-memory Bind for tests: binds attached to one MemoryNetwork exchange datagrams by
-// port as if on 127.0.0.1, with no sockets. Each bind's receive queue is bounded and,
-// like UDP, drops when full (drops are counted).
+// In-memory Bind for tests: binds on one MemoryNetwork exchange datagrams by port. Full
+// receive queues drop, like UDP.
 #pragma once
 
 #include <algorithm>
@@ -20,12 +19,9 @@ class MemoryBind;
 
 class MemoryNetwork {
 public:
-  // Delivers a datagram to the bind on `port`; false if none (then *nobody is set) or
-  // its queue is full.
+  // False if no bind (*nobody set) or its queue is full.
   bool deliver(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data, bool* nobody = nullptr);
-  // Sees every datagram before delivery; one it returns false for is dropped (a lossy or
-  // cut link, a capture). Called on the sender's thread, under the network's lock: it must
-  // not send.
+  // False drops the datagram. Called under the network's lock: must not send.
   using Filter = std::function<bool(uint16_t from_port, uint16_t to_port, std::span<const uint8_t> data)>;
   void set_filter(Filter f);
 
@@ -48,15 +44,13 @@ public:
   void send(std::span<const std::span<const uint8_t>> bufs, Endpoint& ep, std::error_code& ec) override;
   void set_mark(uint32_t mark, std::error_code& ec) override { mark_ = mark; ec.clear(); }
   size_t batch_size() const override { return 128; }
-  // A datagram to a port no bind holds is reported as refused, from the receive
-  // function's thread as LinuxBind does.
+  // Reports datagrams to unbound ports as refused, as LinuxBind does.
   void set_unreachable(UnreachableFn fn) override {
     std::lock_guard lock(mu_);
     unreachable_ = std::move(fn);
   }
 
-  // Hands out up to n datagrams back to back in one buffer, as a receive with UDP GRO
-  // does (conn::ReceiveFn: the zero-copy contract); 1, the default, one per buffer.
+  // Up to n datagrams per buffer, as with UDP GRO.
   void set_pack(size_t n) {
     std::lock_guard lock(mu_);
     pack_ = std::max<size_t>(n, 1);
@@ -83,7 +77,7 @@ private:
   };
   std::deque<Datagram> queue_;
   UnreachableFn unreachable_;
-  std::deque<uint16_t> refused_;  // destination ports, to report
+  std::deque<uint16_t> refused_;
   bool open_ = false;
   uint16_t port_ = 0;
   uint64_t dropped_ = 0;

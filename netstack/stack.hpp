@@ -1,39 +1,20 @@
-// netstack::Stack: an in-process TCP/IP stack (lwIP, with SACK and window scaling) that
-// is a tun::Device under the WireGuard core, and the dialer API on top of it: TCP
-// streams and listeners, UDP sockets, ping and DNS through the tunnel.
+// netstack::Stack: an in-process TCP/IP stack (lwIP) that is a tun::Device under the
+// WireGuard core, with TCP, UDP, ping and DNS through the tunnel.
 //
-// Several Stacks may live in one process, each with its own netif, addresses (the same
-// ones as another Stack's, if need be), connections, ports and wg::Device. lwIP keeps its
-// state in globals, so all Stacks of a process share one lwIP thread, driven by an Asio
-// io_context (get_executor(): the same executor for every Stack), and lwIP's memory
-// pools (lwipopts.h: MEMP_NUM_TCP_PCB and the rest are for the process, not per Stack).
-// Every socket operation runs there and completes on the handler's associated executor
-// (the Stack's by default).
-// Async operations take Asio completion tokens (callbacks, use_awaitable, use_future,
-// deferred); blocking helpers exist for simple programs and must not be called from the
-// Stack's thread.
+// lwIP state is global: all Stacks of a process share one lwIP thread (get_executor())
+// and lwIP's memory pools. Operations complete on the handler's associated executor.
+// Blocking helpers must not be called on that thread.
 //
-// Every asynchronous operation honours the cancellation slot associated with its
-// handler (terminal, partial and total alike): `co_await (s.async_read_some(b) ||
-// timer.async_wait())`, experimental::make_parallel_group, bind_cancellation_slot, and
-// Beast's algorithms under `||` all work. A cancelled read, write, wait, accept or UDP
-// receive completes with operation_aborted having transferred nothing, and its stream,
-// listener or socket stays usable; a cancelled dial, ping or lookup is abandoned. A
-// signal may be emitted from any thread, and after the operation has completed (then it
-// does nothing); it must not race the Stack's destruction.
+// Every async operation honours its handler's cancellation slot (any type, from any
+// thread, even after completion, but not racing the Stack's destruction). A cancelled read, write, wait,
+// accept or receive completes with operation_aborted having transferred nothing and
+// leaves its object usable; a cancelled dial, ping or lookup is abandoned.
 //
-// Lifetimes: closing a stream, listener or socket completes its pending operations with
-// operation_aborted. Destroying the Stack aborts every connection and completes every
-// pending operation, its own and the lookups' and dials' by name, with operation_aborted
-// before the destructor returns (the completions run on their handlers' executors; the
-// destructor waits for the lookups and dials it stopped). The other Stacks of the
-// process go on untouched; the shared thread ends with the last Stack. Streams,
-// listeners and sockets may outlive the Stack: their operations then fail with
-// operation_aborted and close() does nothing. What is not safe: destroying the Stack on
-// one thread while another starts operations on it or on its objects, destroying it on
-// the lwIP thread itself (in a completion handler running on get_executor()), and
-// destroying it while a wg::Device still runs on it (destroy the Device first;
-// wgnet::Tunnel does).
+// Closing an object completes its pending operations with operation_aborted. The
+// destructor does the same for every operation of the Stack before it returns; objects
+// may outlive it and then fail with operation_aborted. Not safe: destroying the Stack
+// while another thread starts operations on it, on the lwIP thread, or while a
+// wg::Device still runs on it.
 #pragma once
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -71,12 +52,10 @@ struct UdpConn;
 class StackImpl;
 }  // namespace detail
 
-// A TCP connection. Models Asio's AsyncReadStream and AsyncWriteStream. Reads hand the
-// window back to the peer only as the application consumes bytes, and writes complete
-// only when lwIP took the bytes: a slow side slows the other, memory stays bounded.
-// Errors: asio::error::eof (peer closed), connection_reset, connection_refused,
-// timed_out, host_unreachable, operation_aborted (closed locally); dialing also
-// errc::address_not_available (no free local port).
+// A TCP connection (AsyncReadStream, AsyncWriteStream). The window opens only as bytes
+// are read and writes complete once lwIP took the bytes, so memory stays bounded.
+// Errors: eof, connection_reset, connection_refused, timed_out, host_unreachable,
+// operation_aborted (closed locally).
 class TcpStream {
 public:
   using executor_type = Executor;
@@ -87,8 +66,7 @@ public:
   TcpStream& operator=(TcpStream&&) noexcept;
   ~TcpStream();
 
-  // The Stack's executor, also after close() or a move; a default-constructed stream
-  // has none and throws std::logic_error.
+  // Also after close() or a move; throws std::logic_error if default-constructed.
   executor_type get_executor() const;
   bool is_open() const { return conn_ != nullptr; }
   Endpoint local_endpoint() const;
@@ -106,11 +84,7 @@ public:
         [this](auto handler, asio::const_buffer b) { write_impl(b, std::move(handler)); }, token,
         first_buffer(buffers));
   }
-  // Waits until a read would complete at once: bytes or EOF have arrived, or the
-  // connection failed (the read then says why). It holds no buffer, so a relay can wait
-  // here while idle instead of in a read (an idle connection then costs no buffer).
-  // Completes with operation_aborted if the stream is closed first, in_progress if a
-  // read or another wait is pending. Like a read, it counts as the one read operation.
+  // Waits until a read would complete at once, holding no buffer. Counts as a read.
   template <class Token>
   auto async_wait_readable(Token&& token) {
     return asio::async_initiate<Token, void(error_code)>([this](auto handler) { wait_impl(std::move(handler)); },
@@ -119,9 +93,7 @@ public:
 
   // Sends FIN after queued data; reading stays possible.
   void shutdown_send();
-  // Closes gracefully (FIN); pending operations complete with operation_aborted. A
-  // connection whose FINs have already crossed both ways is released at once instead of
-  // waiting out TIME_WAIT (2 MSL) in lwIP: see TcpConn::close in tcp.cpp.
+  // Closes gracefully (FIN); pending operations complete with operation_aborted.
   void close();
   // Resets the connection (RST).
   void abort();
@@ -189,8 +161,7 @@ public:
         [this, &from](auto handler, asio::mutable_buffer buf) { receive_impl(buf, &from, std::move(handler)); },
         token, b);
   }
-  // Waits until a datagram is queued and completes with its size, leaving it for the next
-  // async_receive_from: a buffer can be sized to it. One receive or wait at a time.
+  // Completes with the next datagram's size, leaving it queued.
   template <class Token>
   auto async_wait_readable(Token&& token) {
     return asio::async_initiate<Token, void(error_code, size_t)>(
@@ -209,29 +180,22 @@ private:
 };
 
 struct StackOptions {
-  std::vector<wg::IpPrefix> addresses;    // the tunnel addresses of this host (Address=)
+  std::vector<wg::IpPrefix> addresses;
   int mtu = 1420;
-  std::vector<wg::IpAddress> dns_servers;  // DNS= of the config, reached through the tunnel
-  // A lookup (async_resolve, a dial by name) as glibc's resolver makes it: A and AAAA at
-  // once to the first server, the unanswered again after dns_retry to the next server (the
-  // gap doubling after each round of the servers), the whole bounded by dns_timeout.
+  std::vector<wg::IpAddress> dns_servers;  // reached through the tunnel
+  // As glibc: retry on the next server after dns_retry, doubling per round.
   std::chrono::milliseconds dns_retry{1000};
   std::chrono::milliseconds dns_timeout{5000};
-  // Names whose answers are kept per their TTL (negative ones briefly); 0: no cache.
+  // 0: no cache.
   size_t dns_cache_size = 256;
   size_t max_tcp_connections = 16384;
-  size_t udp_queue = 512;                   // datagrams queued per UDP socket before dropping
+  size_t udp_queue = 512;                   // datagrams per socket
   std::chrono::milliseconds dial_timeout{30000};
-  // The TCP sender's congestion control (our lwIP patches 0004 and 0010): BBR keeps
-  // its rate under random loss; CUBIC is the loss-based algorithm of RFC 9438.
+  // BBR keeps its rate under random loss; CUBIC is RFC 9438.
   enum class Congestion { bbr, cubic };
   Congestion tcp_congestion = Congestion::bbr;
-  // TCP keepalive on every connection (dialed and accepted): after this long without a
-  // segment from the remote, a probe, then one every as long, and after
-  // tcp_keepalive_probes unanswered ones the connection fails with timed_out. A peer
-  // that lost the connection (it restarted) answers the first probe with a reset.
-  // Zero: none, and a connection whose remote vanished while it sent nothing waits
-  // forever, as a kernel socket without SO_KEEPALIVE does.
+  // Idle time before each keepalive probe; after tcp_keepalive_probes unanswered ones,
+  // timed_out. 0: off.
   std::chrono::milliseconds tcp_keepalive{0};
   int tcp_keepalive_probes = 9;
 };
@@ -239,22 +203,18 @@ struct StackOptions {
 // How a name is dialed (Stack::async_dial_tcp/async_dial_udp with a host name).
 struct DialOptions {
   enum class Family { any, ipv4, ipv6 };
-  Family family = Family::any;  // which of a name's addresses are tried (a literal: always)
-  // RFC 8305's Connection Attempt Delay: the next address is tried when the one before has
-  // not connected within this long (or at once when it failed); the first to connect wins
-  // and the others are abandoned.
+  Family family = Family::any;  // a literal is always tried
+  // RFC 8305's Connection Attempt Delay.
   std::chrono::milliseconds attempt_delay{250};
 };
 
-// The order in which Happy Eyeballs (RFC 8305 §4) tries addresses: IPv6 first, then the
-// families alternating, each family in the order given; filtered by `family`.
+// Happy Eyeballs order (RFC 8305 §4): IPv6 first, then alternating families.
 std::vector<wg::IpAddress> dial_order(const std::vector<wg::IpAddress>& addrs, DialOptions::Family family);
 
 class Stack final : public tun::Device {
 public:
-  // At most kMaxStacks at once (lwIP numbers its netifs in a byte): past that
-  // errc::too_many_files_open. An MTU outside 1280-65535, or a dns_retry or dns_timeout
-  // not above zero: errc::invalid_argument.
+  // Past kMaxStacks: errc::too_many_files_open (lwIP numbers netifs in a byte); bad
+  // options: errc::invalid_argument.
   static constexpr int kMaxStacks = 250;
   static std::unique_ptr<Stack> create(const StackOptions& options, std::error_code& ec);
   ~Stack() override;
@@ -270,8 +230,7 @@ public:
 
   Executor get_executor();
   const StackOptions& options() const;
-  // A destination check consulted before dialing (wg-netstack passes the device's
-  // allowed IPs): false → host_unreachable at once instead of a SYN into the void.
+  // Consulted before dialing: false fails at once with host_unreachable.
   void set_route_check(std::function<bool(const wg::IpAddress&)> check);
 
   // --- dialer ---
@@ -280,11 +239,8 @@ public:
     return asio::async_initiate<Token, void(error_code, TcpStream)>(
         [this](auto handler, Endpoint ep) { dial_tcp_impl(ep, std::move(handler)); }, token, to);
   }
-  // By name: resolved through the tunnel's DNS (a literal is itself), then the addresses
-  // tried in dial_order with Happy Eyeballs (RFC 8305): a new attempt every
-  // attempt_delay, or as soon as one fails, each bounded by dial_timeout; the first to
-  // connect wins. Errors: the lookup's (host_not_found, no_data, timed_out), host_not_found
-  // if no address of the family is left, else the last attempt's.
+  // Resolves, then Happy Eyeballs in dial_order. Fails with the lookup's error,
+  // host_not_found if no address fits, else the last attempt's.
   template <class Token>
   auto async_dial_tcp(std::string host, uint16_t port, const DialOptions& options, Token&& token) {
     return asio::async_initiate<Token, void(error_code, TcpStream)>(
@@ -297,7 +253,7 @@ public:
   auto async_dial_tcp(std::string host, uint16_t port, Token&& token) {
     return async_dial_tcp(std::move(host), port, DialOptions{}, std::forward<Token>(token));
   }
-  // Happy Eyeballs over given endpoints, tried in the order given.
+  // Happy Eyeballs in the order given.
   template <class Token>
   auto async_dial_tcp(std::vector<Endpoint> candidates, const DialOptions& options, Token&& token) {
     return asio::async_initiate<Token, void(error_code, TcpStream)>(
@@ -306,7 +262,7 @@ public:
         },
         token, std::move(candidates), options);
   }
-  // A UDP socket whose default remote is the first address of host in dial_order.
+  // Default remote: host's first address in dial_order.
   template <class Token>
   auto async_dial_udp(std::string host, uint16_t port, const DialOptions& options, Token&& token) {
     return asio::async_initiate<Token, void(error_code, UdpSocket)>(
@@ -318,20 +274,15 @@ public:
   TcpListener listen_tcp(const Endpoint& local, error_code& ec, int backlog = 128);
   UdpSocket listen_udp(const Endpoint& local, error_code& ec);
   UdpSocket dial_udp(const Endpoint& remote, error_code& ec);
-  // ICMP or ICMPv6 echo; completes with the round-trip time.
+  // Completes with the round-trip time.
   template <class Token>
   auto async_ping(const wg::IpAddress& to, std::chrono::milliseconds timeout, Token&& token) {
     return asio::async_initiate<Token, void(error_code, std::chrono::nanoseconds)>(
         [this](auto handler, wg::IpAddress a, std::chrono::milliseconds t) { ping_impl(a, t, std::move(handler)); },
         token, to, timeout);
   }
-  // A and AAAA at once through the tunnel to the configured DNS servers (UDP, TCP if
-  // truncated), on StackOptions' dns_retry/dns_timeout schedule. Answers are cached per
-  // their TTL, and lookups of a name already being looked up share its queries. Errors:
-  // host_not_found (NXDOMAIN, or no DNS server), no_data (no A or AAAA record), timed_out
-  // (no answer in time: temporary, also when the other family had no records),
-  // host_not_found_try_again (the servers failed), host_unreachable (no server routed),
-  // invalid_argument (not a host name). A literal address resolves to itself.
+  // A and AAAA through the tunnel, cached per TTL; a literal resolves to itself.
+  // timed_out is temporary; host_not_found_try_again: the servers failed.
   template <class Token>
   auto async_resolve(const std::string& host, Token&& token) {
     return asio::async_initiate<Token, void(error_code, std::vector<wg::IpAddress>)>(

@@ -1,5 +1,4 @@
-// Internals of netstack::Stack shared by stack.cpp, tcp.cpp, udp.cpp and resolve.cpp.
-// Everything here runs on the Stack's thread unless a comment says otherwise.
+// Internals of netstack::Stack. Everything runs on the Stack's thread unless marked.
 #pragma once
 
 #include <span>
@@ -43,9 +42,8 @@ struct DnsFlight;  // resolve.cpp
 using ReadHandler = asio::any_completion_handler<void(error_code, size_t)>;
 using WaitHandler = asio::any_completion_handler<void(error_code)>;
 
-// Completes a handler on its associated executor, never inline: lwIP callbacks must not
-// re-enter user code. (Asio 1.26 cannot post to an any_completion_executor, so the hop
-// is a post to the Stack's executor followed by a dispatch to the handler's.)
+// Completes h on its executor, never inline: lwIP callbacks must not re-enter user
+// code. Asio 1.26 cannot post to an any_completion_executor, hence post then dispatch.
 template <class Handler, class... Args>
 void complete(Executor stack, Handler&& h, Args&&... args) {
   asio::post(stack, [stack, h = std::forward<Handler>(h),
@@ -55,7 +53,7 @@ void complete(Executor stack, Handler&& h, Args&&... args) {
   });
 }
 
-// For operations on a closed (moved-from) object, which has no Stack to post to.
+// For a closed object, which has no Stack to post to.
 template <class Handler, class... Args>
 void complete_now(Handler&& h, Args&&... args) {
   auto ex = asio::get_associated_executor(h);
@@ -65,11 +63,9 @@ void complete_now(Handler&& h, Args&&... args) {
 ip_addr_t to_lwip(const wg::IpAddress& a);
 wg::IpAddress from_lwip(const ip_addr_t& a);
 
-// The process's one lwIP: the thread every Stack's work runs on (an io_context) and
-// lwIP's timers. Made by the first Stack, ended after the last (stack.cpp).
+// The process's one lwIP thread and timers, from the first Stack to the last.
 class Core {
 public:
-  // The running Core, or a new one (lwIP initialised once per process).
   static std::shared_ptr<Core> acquire();
   ~Core();
   Core(const Core&) = delete;
@@ -100,7 +96,7 @@ public:
   Executor executor() { return io_.get_executor(); }
   bool on_stack_thread() { return io_.get_executor().running_in_this_thread(); }
 
-  // Runs f on the Stack's thread and waits for its result (inline if already there).
+  // Runs f on the Stack's thread and waits (inline if already there).
   template <class F>
   auto call(F&& f) -> decltype(f()) {
     if (on_stack_thread()) return f();
@@ -111,12 +107,10 @@ public:
   }
 
   bool routable(const wg::IpAddress& a);
-  // Binds a new pcb to a free local port for dialing; false if none was found in a
-  // bounded number of tries (tcp.cpp).
+  // False if no free port was found in bounded tries.
   bool bind_local_port(tcp_pcb* pcb);
-  // A new pcb of this Stack, bound to its netif before anything else (lwIP's state is
-  // shared by every Stack of the process: the binding keeps their packets and ports
-  // apart, patch 0011). Null when lwIP's pool is empty.
+  // Bound to this Stack's netif first, which keeps Stacks' packets and ports apart.
+  // Null when lwIP's pool is empty.
   tcp_pcb* new_tcp(u8_t type);
   udp_pcb* new_udp(u8_t type);
   raw_pcb* new_raw(u8_t type, u8_t proto);
@@ -137,21 +131,15 @@ public:
   std::function<bool(const wg::IpAddress&)> route_check;
   std::function<void(tun::Event)> event_handler;
 
-  uint16_t next_port = 0;  // where bind_local_port tries first
-  // Expires with the Stack: a cancellation handler that runs after it posts nothing, and
-  // a stream, listener or socket that outlives it does nothing (see gone()).
+  uint16_t next_port = 0;
+  // Expires with the Stack, so late cancellations and outliving objects do nothing.
   std::shared_ptr<int> alive = std::make_shared<int>(0);
-  // Set once the Stack is being destroyed: new operations fail with operation_aborted.
   bool closing = false;  // Stack thread
-  // Operations with no lwIP list to find them by at the end (pings, and the stop of
-  // spawn_cancellable's coroutines): id → abandon.
+  // Operations no pcb list reaches at the end: id → abandon.
   std::unordered_map<uint64_t, std::function<void()>> abandon;  // Stack thread
   uint64_t next_abandon_id = 0;
-  // spawn_cancellable coroutines not yet ended (shared: their ends count down without
-  // touching the Stack, which may be on its way out).
+  // Running spawn_cancellable coroutines; shared so they need not touch the Stack.
   std::shared_ptr<std::atomic<size_t>> spawned = std::make_shared<std::atomic<size_t>>(0);
-  // The resolver's (resolve.cpp): answers by name, and the lookups under way by name
-  // (those not yet in the cache), Stack thread.
   dns::Cache dns_cache;
   std::unordered_map<std::string, std::shared_ptr<DnsFlight>> dns_flights;
 
@@ -163,41 +151,31 @@ private:
   void add_netif();  // on the Stack's thread
   bool for_us(std::span<const uint8_t> pkt) const;
   void drain_inbound();
-  // lwIP's per-process choices that the Stack's options set: made before lwIP works for
-  // this Stack (its input, its new pcbs).
+  // Before lwIP works for this Stack.
   void use_options();
-  void abort_everything();  // the end: every pcb aborted, every pending operation failed
+  void abort_everything();
 
-  static constexpr auto kDrainTime = std::chrono::seconds(2);  // see ~StackImpl
+  static constexpr auto kDrainTime = std::chrono::seconds(2);
 
-  // lwIP → WireGuard: packets waiting for Device::read. Bounded; dropped when full.
+  // lwIP → WireGuard, bounded: dropped when full.
   std::mutex out_mu_;
   std::condition_variable out_cv_;
   std::deque<std::vector<uint8_t>> out_q_;
   std::vector<std::vector<uint8_t>> out_free_;
   bool closed_ = false;  // written under out_mu_ and in_mu_ both, read under either
-  // Stack thread only: while a batch from WireGuard is fed to lwIP, what lwIP emits
-  // (ACKs, and what they let TCP send) wakes the reader once, at the end.
+  // Stack thread: output during an input batch wakes the reader once, at its end.
   bool in_batch_ = false;
   bool out_pending_ = false;
 
-  // WireGuard → lwIP: packets waiting for the Stack's thread, already in pbufs (made on
-  // the writer's thread: one copy, see write()).
+  // WireGuard → lwIP, copied into pbufs on the writer's thread.
   std::mutex in_mu_;
   std::deque<pbuf*> in_q_;
   bool in_scheduled_ = false;
 };
 
-// Per-operation cancellation through the handler's associated cancellation slot (Asio's
-// `||`, parallel_group, cancel_after, bind_cancellation_slot). Called on the initiating
-// thread, before the handler moves to the Stack's thread: if the slot is connected, it
-// gets a handler that, for a terminal, partial or total cancellation, posts `cancel` to
-// the Stack's thread. The signal may be emitted from any thread and after the operation
-// completed (or another took its place): `cancel` finds out whether its operation is
-// still pending (the operations' generation numbers), and does nothing if not. Every
-// operation here supports all three types: a cancelled read, write, wait, accept or
-// receive has transferred nothing and leaves its object usable; a cancelled dial, ping
-// or resolve is abandoned.
+// On the initiating thread: a cancellation of any type on h's slot posts `cancel` to
+// the Stack's thread. The signal may come late or from any thread, so `cancel` must
+// check by generation number that its operation is still pending.
 template <class Handler, class F>
 void on_cancel(StackImpl& s, Handler& h, F cancel) {
   auto slot = asio::get_associated_cancellation_slot(h);
@@ -209,11 +187,8 @@ void on_cancel(StackImpl& s, Handler& h, F cancel) {
   });
 }
 
-// The start of an operation on a stream, listener or socket (o: its shared state, null
-// once closed): none fails with bad_descriptor, one that outlived its Stack with
-// operation_aborted (h completes with `zero...` as its other arguments, and nullopt is
-// returned). Else the operation's number, with its cancellation installed: cancel(*o,
-// number) on the Stack's thread.
+// nullopt after failing h (o closed or its Stack gone), else the operation's number,
+// with cancel(*o, number) installed.
 template <class Obj, class Handler, class Cancel, class... Zero>
 std::optional<uint64_t> begin_op(const std::shared_ptr<Obj>& o, Handler& h, Cancel cancel, Zero... zero) {
   if (!o || o->gone()) {
@@ -227,8 +202,7 @@ std::optional<uint64_t> begin_op(const std::shared_ptr<Obj>& o, Handler& h, Canc
   return gen;
 }
 
-// The end of a listener's or socket's handle: its shared state is dropped here and
-// closed on the Stack's thread, unless the Stack already closed it at its own end.
+// Drops a handle's state, closing it on the Stack's thread unless the Stack did.
 template <class Obj>
 void close_on_stack(std::shared_ptr<Obj>& handle) {
   if (!handle) return;
@@ -237,10 +211,8 @@ void close_on_stack(std::shared_ptr<Obj>& handle) {
   asio::dispatch(o->s.io_, [o] { o->close(); });
 }
 
-// Runs `op`, a coroutine on the Stack's thread, for handler h: h completes with op's
-// result, or at once with operation_aborted when its slot is cancelled (op is then told
-// to stop, terminal, and its result is dropped). For the operations made of others
-// (lookups, dials by name).
+// Runs coroutine op for h: h gets op's result, or operation_aborted at once on
+// cancellation (op is then stopped and its result dropped).
 template <class T, class Handler>
 void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> op, Handler h) {
   struct State {
@@ -259,8 +231,7 @@ void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> o
     complete(ex, std::move(st->h), error_code(asio::error::operation_aborted), T{});
     st->stop.emit(asio::cancellation_type::terminal);
   });
-  // The Stack's end stops the coroutine (its timers too, which no pcb list reaches); the
-  // Stack waits for it to end.
+  // The Stack's end stops the coroutine and waits for it.
   asio::dispatch(ex, [&s, st, ex, op = std::move(op)]() mutable {
     if (st->done) {  // cancelled on the way here
       s.spawned->fetch_sub(1);
@@ -280,7 +251,6 @@ void spawn_cancellable(StackImpl& s, asio::awaitable<std::pair<error_code, T>> o
                      if (st->done) return;
                      st->done = true;
                      if (e) r.first = asio::error::fault;
-                     // Ended by the Stack's end (its parts failed as they could): say so.
                      if (stack_ending) r = {asio::error::operation_aborted, T{}};
                      complete(ex, std::move(st->h), r.first, std::move(r.second));
                    }));
@@ -292,18 +262,17 @@ struct TcpConn : std::enable_shared_from_this<TcpConn> {
   explicit TcpConn(StackImpl& s) : s(s), alive(s.alive), connect_timer(s.io_) {}
   ~TcpConn();
 
-  void attach(tcp_pcb* p);  // installs the callbacks; takes the self-reference
-  // gen: the operation's number (next_gen), for its cancellation (on_cancel).
+  void attach(tcp_pcb* p);  // takes the self-reference
   void start_read(asio::mutable_buffer b, ReadHandler h, uint64_t gen);
   void start_wait(WaitHandler h, uint64_t gen);
   bool readable() const { return !rx.empty() || rx_eof || error; }
   void start_write(asio::const_buffer b, ReadHandler h, uint64_t gen);
   void try_write();
-  void cancel_read(uint64_t gen);   // the read or wait numbered gen, if pending
-  void cancel_write(uint64_t gen);  // the write numbered gen, if pending
-  void cancel_connect();            // the dial, if pending or not yet started
-  void fail(error_code ec);     // pcb gone: complete everything with ec
-  void close(bool abort);       // local close
+  void cancel_read(uint64_t gen);   // if still pending
+  void cancel_write(uint64_t gen);
+  void cancel_connect();
+  void fail(error_code ec);     // pcb gone
+  void close(bool abort);
 
   static err_t on_recv(void* arg, tcp_pcb* pcb, pbuf* p, err_t err);
   static err_t on_sent(void* arg, tcp_pcb* pcb, u16_t len);
@@ -311,19 +280,18 @@ struct TcpConn : std::enable_shared_from_this<TcpConn> {
   static err_t on_connected(void* arg, tcp_pcb* pcb, err_t err);
 
   StackImpl& s;
-  std::weak_ptr<int> alive;  // s.alive: expired once s is gone, and s must not be touched
+  std::weak_ptr<int> alive;  // expired: s is gone and must not be touched
   bool gone() const { return alive.expired(); }
   tcp_pcb* pcb = nullptr;
   std::shared_ptr<TcpConn> self;  // held while lwIP has our pointer
-  // Received, not yet read: one pbuf chain per recv callback (a chain's tot_len is 16
-  // bits, so they are never concatenated), the front one read up to rx_off.
+  // Unread chains, never concatenated (tot_len is 16 bits); front read to rx_off.
   std::deque<pbuf*> rx;
   size_t rx_off = 0;
   bool rx_eof = false;
   error_code error;
   ReadHandler read_h;
   asio::mutable_buffer read_buf;
-  WaitHandler wait_h;  // async_wait_readable; never pending together with read_h
+  WaitHandler wait_h;  // never pending with read_h
   ReadHandler write_h;
   asio::const_buffer write_buf;
   asio::any_completion_handler<void(error_code, TcpStream)> connect_h;
@@ -331,7 +299,7 @@ struct TcpConn : std::enable_shared_from_this<TcpConn> {
   bool connecting = false;
   bool local_abort = false;
   bool timed_out = false;
-  bool dial_cancelled = false;  // cancelled before the dial reached the Stack's thread
+  bool dial_cancelled = false;
   Endpoint local, remote;
   std::atomic<uint64_t> next_gen{0};  // any thread
   uint64_t read_gen = 0, write_gen = 0;
@@ -373,7 +341,7 @@ struct UdpConn : std::enable_shared_from_this<UdpConn> {
     std::vector<uint8_t> data;
   };
   std::deque<Datagram> queue;
-  ReadHandler recv_h;  // a receive, or with recv_from null a wait (async_wait_readable)
+  ReadHandler recv_h;  // recv_from null: a wait
   asio::mutable_buffer recv_buf;
   Endpoint* recv_from = nullptr;
   Endpoint local;

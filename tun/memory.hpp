@@ -1,6 +1,5 @@
-// In-memory tun::Device for tests: the test injects packets that read() returns (as if
-// the kernel routed them into the tunnel) and collects the packets the core writes.
-// Both queues are bounded: inject() blocks when full, so nothing is lost.
+// In-memory tun::Device for tests. Both queues are bounded: inject() blocks when full,
+// so nothing is lost.
 #pragma once
 
 #include <chrono>
@@ -29,7 +28,7 @@ public:
 
   // Test side. inject() returns false once closed.
   bool inject(std::vector<uint8_t> packet);
-  // Waits up to `timeout` for a packet the core wrote; a zero timeout returns at once.
+  // A zero timeout returns at once.
   std::optional<std::vector<uint8_t>> take(std::chrono::milliseconds timeout);
 
 private:

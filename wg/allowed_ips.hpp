@@ -91,8 +91,8 @@ struct Ipv6Family {
 };
 
 // One family's path-compressed trie. A node's key is masked to `cidr` bits; its children
-// differ from it at bit `cidr`. A valueless node has exactly two children. As in the
-// kernel's allowedips.c, nodes know their parent and valued nodes are on their owner's list.
+// differ from it at bit `cidr`. A valueless node has exactly two children. Valued nodes
+// are on their owner's list.
 template <class V, class Family>
 class RadixTrie {
 public:
@@ -131,7 +131,7 @@ public:
         slot = &n->child[bit_at(key, n->cidr)];  // n covers the prefix: descend
         continue;
       }
-      // The prefix diverges above n: it becomes n's parent, or both go under a new branch.
+      // Diverges above n: becomes n's parent, or both go under a new branch.
       std::unique_ptr<Node> old = std::move(*slot);
       if (common == cidr) {
         *slot = make_node(key, cidr, parent);
@@ -310,7 +310,7 @@ private:
       std::unique_ptr<Node> only = std::move(n->child[0] ? n->child[0] : n->child[1]);
       if (only) only->parent = parent;
       slot_of(n) = std::move(only);  // frees n
-      n = leaf ? parent : nullptr;   // a replaced node leaves its parent with two children
+      n = leaf ? parent : nullptr;   // else the parent keeps two children
     }
   }
 
@@ -335,21 +335,19 @@ private:
   }
 
   std::unique_ptr<Node> root_;
-  std::unordered_map<V, Node*> owned_;  // the head of each owner's list
+  std::unordered_map<V, Node*> owned_;  // list heads
   size_t size_ = 0;
 };
 
 }  // namespace detail
 
-// A device's allowed IPs. V is a cheap copyable handle (the device uses Peer*); V{} means no
-// peer and is never stored. Not thread-safe: const calls may run concurrently, others must be
-// exclusive (the device's shared_mutex). lookup does not allocate; insert and remove are
-// O(key width); remove_by_peer and for_each cost what the peer owns.
+// A device's allowed IPs. V is a cheap handle; V{} means none and is never stored. Not
+// thread-safe: const calls may run concurrently, others must be exclusive. lookup does not
+// allocate.
 template <class V>
 class AllowedIps {
 public:
-  // Routes p (host bits cleared) to v, taking it from any other owner. Ignored if v is V{}
-  // or p is invalid.
+  // Takes p from any other owner. Ignored if v is V{} or p is invalid.
   void insert(const IpPrefix& p, V v) {
     if (v == V{} || !valid(p)) return;
     if (p.addr.is_v4()) v4_.insert(Ipv4::load(p.addr.bytes.data()), p.bits, v);
@@ -366,14 +364,13 @@ public:
     return V{};
   }
 
-  // Removes p if v owns it; returns whether it did.
+  // Only if v owns p.
   bool remove(const IpPrefix& p, V v) {
     if (v == V{} || !valid(p)) return false;
     if (p.addr.is_v4()) return v4_.remove(Ipv4::load(p.addr.bytes.data()), p.bits, v);
     return v6_.remove(Ipv6::load(p.addr.bytes.data()), p.bits, v);
   }
 
-  // Removes every prefix owned by v.
   void remove_by_peer(V v) {
     if (v == V{}) return;
     v4_.remove_by_peer(v);
@@ -385,8 +382,7 @@ public:
     v6_.clear();
   }
 
-  // f(IpPrefix) for each prefix of v, IPv4 then IPv6, in address order (a prefix before
-  // those it contains). f must not modify the table.
+  // IPv4 then IPv6, in address order. f must not modify the table.
   template <class F>
   void for_each(V v, F f) const {
     if (v == V{}) return;
@@ -397,7 +393,7 @@ public:
   // Both families.
   size_t size() const { return v4_.size() + v6_.size(); }
 
-  // Trie nodes, branches included: at most 2 * size() - 1 per family.
+  // At most 2 * size() - 1 per family.
   size_t node_count() const { return v4_.node_count() + v6_.node_count(); }
 
   // Tests: structure and owner lists are consistent; O(nodes).

@@ -38,15 +38,14 @@ class Peer;
 
 // Packets of one peer under one keypair, through the AEAD, then the peer's in-order queue.
 struct Batch {
-  // control: one handshake message or cookie reply in bufs[0], to `peer`'s endpoint or,
-  // without a peer, to sources[0]; sent by a worker for the timer and handshake threads.
+  // control: one message in bufs[0], to `peer`'s endpoint or else sources[0].
   enum class Kind { outbound, inbound, control } kind = Kind::outbound;
   std::shared_ptr<Peer> peer;
   KeypairPtr keypair;
   size_t count = 0;
   bool done = false;  // guarded by Peer::queue_mu_
   std::array<uint8_t*, kMaxBatch> bufs{};     // outbound: a pool buffer; inbound: the datagram
-  std::array<uint8_t*, kMaxBatch> owners{};   // inbound: the pool buffer holding it (one share)
+  std::array<uint8_t*, kMaxBatch> owners{};   // inbound: its pool buffer (one share)
   std::array<size_t, kMaxBatch> sizes{};      // datagram or plaintext size
   std::array<uint64_t, kMaxBatch> counters{};
   std::array<bool, kMaxBatch> ok{};

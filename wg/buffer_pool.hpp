@@ -1,7 +1,5 @@
-// Packet buffers, allocated lazily up to a limit and reused. take() blocks when all are
-// in use: the pipeline's back-pressure on its readers. Buffers idle through a whole trim
-// interval go back to the kernel (each is its own mapping), so a burst's peak does not
-// stay resident.
+// Packet buffers, allocated lazily up to a limit. take() blocks when all are in use:
+// the pipeline's back-pressure. trim() returns idle ones to the kernel.
 #pragma once
 
 #include <atomic>
@@ -18,28 +16,27 @@
 namespace wg {
 
 inline constexpr size_t kBufferSize = 65536 + 64;
-// Room for the transport header before plaintext, and for padding and tag after.
+// Before plaintext, and for padding and tag after.
 inline constexpr size_t kHeadroom = kTransportHeaderSize;
 inline constexpr size_t kTailroom = 32;
 
-// A buffer's share count lets several batch entries hold one received buffer; the last
-// to drop its share returns it. Unshared, the count is 1.
+// Several batch entries may share one buffer (count 1: unshared); the last to drop it
+// gives it back.
 class BufferPool {
 public:
   explicit BufferPool(size_t limit) : limit_(limit) {}
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
-  // Takes 1 to n buffers, blocking while none is free. Returns 0 once closed, or once
-  // *stop is set and wake() called.
+  // Takes 1 to n, blocking while none is free. 0 once closed, or *stop set and wake().
   size_t take(uint8_t** out, size_t n, const std::atomic<bool>* stop = nullptr);
   // Never blocks.
   size_t try_take(uint8_t** out, size_t n);
   void give(uint8_t* const* bufs, size_t n);
   void give(uint8_t* buf) { give(&buf, 1); }
-  // buf is held whole by the caller and no share is handed on yet; n >= 1.
+  // Before any share is handed on; n >= 1.
   static void share(uint8_t* buf, uint32_t n) { shares(buf).store(n, std::memory_order_relaxed); }
-  // True when it was the last share: buf (count back at 1) is the caller's to give.
+  // True for the last share: the caller gives buf back.
   static bool drop(uint8_t* buf) {
     auto& s = shares(buf);
     if (s.load(std::memory_order_acquire) == 1) return true;  // the others dropped theirs
@@ -47,21 +44,19 @@ public:
     s.store(1, std::memory_order_relaxed);
     return true;
   }
-  // Frees the buffers that stayed idle since the last trim, keeping `keep` idle ones;
-  // does nothing before `interval` has passed since then. Returns how many it freed.
+  // Frees buffers idle since the last trim, at most once per `interval`, keeping `keep`.
   size_t trim(std::chrono::steady_clock::time_point now, size_t keep,
               std::chrono::steady_clock::duration interval = std::chrono::seconds(10));
-  // Changes the allocation limit by n. Lowering it frees nothing.
+  // Lowering frees nothing.
   void add_limit(std::ptrdiff_t n);
   void close();
-  // Makes every take() check its `stop`.
   void wake();
   size_t allocated() const;
   size_t limit() const;
-  size_t idle() const;  // in the pool now
+  size_t idle() const;
 
 private:
-  // The share count sits in its own cache line before the bytes.
+  // The share count's own cache line.
   static constexpr size_t kHeader = 64;
   static constexpr size_t kMapSize = kHeader + kBufferSize;
   static std::atomic<uint32_t>& shares(uint8_t* buf) {
@@ -71,9 +66,9 @@ private:
   size_t limit_;  // under mu_ with all below
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<uint8_t*> storage_;  // every mapping
+  std::vector<uint8_t*> storage_;
   std::vector<uint8_t*> free_;     // coldest first
-  size_t low_water_ = 0;           // fewest in free_ since the last trim
+  size_t low_water_ = 0;           // since the last trim
   std::chrono::steady_clock::time_point next_trim_{};
   bool closed_ = false;
 };

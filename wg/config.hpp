@@ -24,15 +24,14 @@ struct InterfaceConfig {
   std::vector<IpAddress> dns_servers;
   std::vector<std::string> dns_search;        // DNS entries that are not addresses
   std::optional<uint32_t> mtu;                // 576..65535
-  // Table, PreUp, PostUp, PreDown, PostDown, SaveConfig: canonical key, verbatim value,
-  // in file order.
+  // wg-quick's own keys, verbatim, in file order.
   std::vector<std::pair<std::string, std::string>> wg_quick_extras;
 };
 
 struct PeerConfig {
   PublicKey public_key;
   std::optional<PresharedKey> preshared_key;
-  // Text, so host names resolve later; shape checked, port 1-65535.
+  // Text: host names resolve later.
   std::optional<std::string> endpoint;
   std::vector<IpPrefix> allowed_ips;          // host bits cleared, as wg does
   uint16_t persistent_keepalive = 0;          // seconds; 0 = off
@@ -41,11 +40,11 @@ struct PeerConfig {
 struct Config {
   InterfaceConfig iface;
   std::vector<PeerConfig> peers;
-  // For the caller to show, one line each, never key material.
+  // Never key material.
   std::vector<std::string> warnings;
 };
 
-// what() is "line N: <message>", prefixed "<path>: " by load_config; line() 0 = no line.
+// what() is "line N: <message>"; line() 0 = no line.
 class ConfigError : public std::runtime_error {
 public:
   ConfigError(size_t line, const std::string& message);
@@ -60,12 +59,12 @@ private:
 // Throws ConfigError on the first problem.
 Config parse_config(std::string_view text);
 
-// Warns if a file holding a PrivateKey has a loose mode. Wipes the file's buffer.
+// Warns if a file holding a key has a loose mode. Wipes the file's buffer.
 Config load_config(const std::string& path);
 
-// Shared with wg-netstack's reader: trims space, tab, CR, FF and VT from both ends.
+// Trims ASCII whitespace from both ends.
 std::string_view trim_blanks(std::string_view s);
-using wg::ascii_iequals;  // wg/base/ascii.hpp
+using wg::ascii_iequals;
 
 // st_mode lets group or others read or write.
 constexpr bool config_mode_is_loose(uint32_t mode) { return (mode & 0066) != 0; }

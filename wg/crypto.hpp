@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "wg/base/random.hpp"  // random_bytes
+#include "wg/base/random.hpp"
 
 namespace wg {
 
@@ -27,13 +27,11 @@ using Bytes32 = std::array<uint8_t, 32>;
 void secure_wipe(void* p, size_t n);
 // Constant-time equality of two equal-length buffers.
 bool ct_equal(const void* a, const void* b, size_t n);
-// Zeroes `bytes` of the calling thread's stack below the caller's frame: where the calls
-// that just returned (key parsing, X25519, a rotation) left their locals. Call it from a
-// shallow frame after handling key material.
+// Zeroes `bytes` of stack below the caller's frame, where returned calls left key
+// material. Call from a shallow frame.
 void scrub_stack(size_t bytes = 64 * 1024);
 
-// An allocator that wipes what it frees, so a growing buffer of key material (a UAPI
-// request, a config file) leaves no copy behind in the blocks it gave up.
+// Wipes what it frees, so a growing buffer leaves no copy of key material behind.
 template <class T>
 struct WipingAllocator {
   using value_type = T;
@@ -47,11 +45,10 @@ struct WipingAllocator {
   }
   friend bool operator==(const WipingAllocator&, const WipingAllocator&) { return true; }
 };
-// Short strings live in the object itself: wipe those with secure_wipe before they go.
+// Short strings live in the object: secure_wipe them before they go.
 using WipedString = std::basic_string<char, std::char_traits<char>, WipingAllocator<char>>;
 
-// A 32-byte key, wiped when dropped, compared in constant time. Tag keeps kinds apart.
-// Deliberately no formatter or stream operator.
+// Wiped when dropped, compared in constant time. No formatter, deliberately.
 template <class Tag>
 class Key {
 public:
@@ -98,7 +95,7 @@ namespace crypto {
 // --- X25519 ---
 PrivateKey generate_private_key();  // random, clamped
 PublicKey public_key(const PrivateKey& priv);
-// nullopt for an all-zero secret (a low-order point).
+// nullopt for a low-order point.
 std::optional<SymmetricKey> x25519(const PrivateKey& priv, const PublicKey& pub);
 
 // --- BLAKE2s ---

@@ -18,9 +18,9 @@ public:
     KeypairPtr keypair;  // null while the index names a pending handshake
   };
 
-  // A fresh random index for a handshake of `peer`, never 0 and never in use.
+  // Never 0 or in use.
   uint32_t new_index(std::shared_ptr<Peer> peer);
-  // The same index now names the keypair. False if it is gone.
+  // False if the index is gone.
   bool set_keypair(uint32_t index, KeypairPtr keypair);
   std::optional<Entry> lookup(uint32_t index) const;
   void remove(uint32_t index);

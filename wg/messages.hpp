@@ -90,8 +90,7 @@ static_assert(sizeof(MessageTransportHeader) == kTransportHeaderSize);
 inline constexpr size_t kInitiationMac1Offset = offsetof(MessageInitiation, mac1);
 inline constexpr size_t kResponseMac1Offset = offsetof(MessageResponse, mac1);
 
-// The type if the first four bytes are a known type with zero reserved bytes and the
-// length is exact for it; nullopt otherwise.
+// nullopt unless a known type, zero reserved bytes and its exact length.
 inline std::optional<MessageType> classify_message(const uint8_t* p, size_t n) {
   if (n < 4) return std::nullopt;
   uint32_t t;

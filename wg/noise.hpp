@@ -1,5 +1,4 @@
-// WireGuard's Noise_IKpsk2 handshake. Sans-I/O: ephemerals, timestamps, indices and `now`
-// are passed in.
+// WireGuard's Noise_IKpsk2 handshake. Randomness, time and indices are passed in.
 #pragma once
 
 #include <array>
@@ -14,7 +13,7 @@ namespace wg::noise {
 
 // Big-endian seconds + 2^62 + 10 (8 bytes), then big-endian nanoseconds (4 bytes).
 using Tai64n = std::array<uint8_t, 12>;
-// Nanoseconds rounded down to 2^24 ns to hide fine timing, as other implementations do.
+// Nanoseconds rounded down to 2^24 to hide fine timing.
 Tai64n tai64n(std::chrono::system_clock::time_point t);
 // Strictly later: an initiation's replay rule.
 bool tai64n_after(const Tai64n& a, const Tai64n& b);
@@ -34,8 +33,7 @@ struct Handshake {
   PresharedKey preshared_key;
   // All zero: no handshake possible.
   SymmetricKey precomputed_static_static;
-  // The local key precomputed_static_static is for, computed lazily and checked at each
-  // use, so a key change never leaves a stale secret in use.
+  // The local key precomputed_static_static is for, checked at each use.
   std::optional<PublicKey> static_static_local;
 
   State state = State::zeroed;
@@ -49,7 +47,7 @@ struct Handshake {
   std::optional<TimePoint> last_initiation_consumption;
 
   void set_keys(const Identity& local);
-  // Computed first if it was for another key; all zero for a low-order remote_static.
+  // All zero for a low-order remote_static.
   const SymmetricKey& static_static(const Identity& local);
   void invalidate_keys();
   // Forgets ephemeral state, not the static keys or the replay timestamp.
@@ -71,7 +69,7 @@ struct ConsumedInitiation {
 };
 // The peer's Handshake::static_static, or nothing for an unknown key.
 using StaticStaticLookup = std::function<std::optional<SymmetricKey>(const PublicKey& remote_static)>;
-// `lookup` runs once the initiator's static key is decrypted, saving an X25519.
+// `lookup` runs once the initiator's static key is decrypted.
 std::optional<ConsumedInitiation> consume_initiation(const MessageInitiation& msg,
                                                      const Identity& local,
                                                      const StaticStaticLookup& lookup);

@@ -1,5 +1,5 @@
-// A peer's handshake, sessions, endpoint, timers, staged packets and in-order queues,
-// each behind a lock of its own. The Device drives it; programs read the getters.
+// A peer's protocol state, each part behind its own lock. The Device drives it;
+// programs read the getters.
 #pragma once
 
 #include <atomic>
@@ -22,18 +22,17 @@
 namespace wg {
 
 inline constexpr size_t kMaxStagedPackets = 256;
-inline constexpr size_t kMinStagedPackets = 16;  // per peer, even past the device's budget
+inline constexpr size_t kMinStagedPackets = 16;  // even past the device's budget
 
 struct PeerStats {
   std::atomic<uint64_t> tx_bytes{0};
   std::atomic<uint64_t> rx_bytes{0};
-  // Wall-clock ns since the epoch; 0 = never.
-  std::atomic<int64_t> last_handshake_ns{0};
-  // Wall-clock ns of the first initiation since the last handshake; 0 = none.
+  std::atomic<int64_t> last_handshake_ns{0};  // wall clock; 0 = never
+  // First unanswered initiation; 0 = none.
   std::atomic<int64_t> unanswered_since_ns{0};
 };
 
-// Packets waiting for a session across a device's peers, and their bound.
+// Staged packets across a device's peers.
 struct StagingBudget {
   StagingBudget(size_t limit, std::atomic<uint64_t>& dropped) : limit(limit), dropped(dropped) {}
   const size_t limit;
@@ -41,10 +40,9 @@ struct StagingBudget {
   std::atomic<uint64_t>& dropped;  // DeviceStats::dropped_staged
 };
 
-// Shared by a device's peers.
 struct PeerShared {
   IndexTable& indices;
-  BufferPool& buffers;    // staged packets' buffers
+  BufferPool& buffers;
   StagingBudget& staging;
 };
 
@@ -56,7 +54,7 @@ public:
 
   const PublicKey& public_key() const { return handshake_.remote_static; }
 
-  // Safe from any thread.
+  // Thread-safe.
   const PeerStats& stats() const { return stats_; }
   std::optional<conn::Endpoint> endpoint() const {
     std::lock_guard lock(endpoint_mu_);
@@ -64,64 +62,50 @@ public:
   }
   bool removed() const { return removed_.load(); }
   PresharedKey preshared_key() const;
-  // Seconds; 0: off.
-  uint16_t persistent_keepalive() const;
-  // False before the first handshake and once zeroed.
+  uint16_t persistent_keepalive() const;  // seconds; 0: off
   bool has_session_keys() const;
 
-  // The Device drives the methods below; each takes the one lock of the state it moves.
+  // Driven by the Device; each takes its state's one lock.
 
   // --- handshake (handshake_mu_) ---
-  // A new preshared key expires the sessions derived with the old one (the next packet
-  // handshakes). False if it is the key already set: `wg setconf` repeats it.
+  // Expires sessions derived from the old key. False if unchanged.
   bool set_preshared_key(const PresharedKey& psk);
-  // Our static key changed: the kept static-static secret is recomputed at its next use.
-  void invalidate_static_static();
-  // The static-static secret with `local`, for consuming an initiation from this peer.
+  void invalidate_static_static();  // our static key changed
   SymmetricKey static_static(const noise::Identity& local);
-  // Initiator: a new initiation in `out` with its macs, under a fresh index. False (and
-  // nothing sent) within REKEY_TIMEOUT of the last one (or the gap a refusal allowed)
-  // or when the handshake fails.
+  // False too soon after the last, or on failure.
   bool create_initiation(const noise::Identity& local, TimePoint now, const noise::Tai64n& timestamp,
                          MessageInitiation& out);
   std::optional<TimePoint> last_initiation() const;
-  // The initiation sent at `sent` was refused: the next may go `gap` after it, if it is
-  // still the last one.
+  // The initiation sent at `sent` was refused: if still the last, the next may follow
+  // `gap` after it.
   void allow_initiation_after(TimePoint sent, Clock::duration gap);
-  // Responder: accepts `in` (refused: a replay or too soon) and writes the response with
-  // its macs to `out` under a fresh index and the session's keys to `keys`.
+  // refused: a replay or too soon.
   enum class Answer { answered, refused, failed };
   Answer answer_initiation(const noise::ConsumedInitiation& in, TimePoint now, MessageResponse& out,
                            noise::SessionKeys& keys);
-  // Initiator: the session's keys, if `msg` answers our initiation.
   std::optional<noise::SessionKeys> consume_response(const noise::Identity& local, const MessageResponse& msg);
-  // A cookie reply to our last message: true if it was valid and its cookie kept.
+  // True if valid.
   bool consume_cookie_reply(const MessageCookieReply& msg, TimePoint now);
 
   // --- sessions (keypairs_mu_; dropping a keypair frees its index) ---
-  // The initiator sends under a new session at once; the responder keeps it as `next`
-  // until the initiator's first packet confirms it.
+  // A responder's waits as `next` for the initiator's first packet.
   void install_keypair(KeypairPtr kp);
-  // Makes `kp` current if it is the unconfirmed next; true if it did.
-  bool confirm_session(const Keypair& kp);
+  bool confirm_session(const Keypair& kp);  // true if kp was next
   KeypairPtr current_keypair() const;
-  // Current and next stop sending but still decrypt packets in flight.
+  // Current and next stop sending; they still decrypt.
   void expire_keypairs();
-  // After a key change, as the kernel's wg_noise_expire_current_peer_keypairs: the next
-  // packet starts a handshake at once.
+  // The next packet handshakes at once.
   void expire_current_keypairs();
-  // Wipes every session and the handshake (REJECT_AFTER_TIME * 3, removal, give-up).
+  // Wipes every session and the handshake.
   void zero_keys();
-  // A removed peer's secrets besides its sessions: the preshared key and the cached
-  // static-static DH.
+  // A removed peer's preshared key and static-static secret.
   void forget_secrets();
   void record_handshake(std::chrono::system_clock::time_point at);
-  // Starts the unanswered_since_ns clock if it is not running.
+  // Starts unanswered_since_ns unless running.
   void record_initiation(std::chrono::system_clock::time_point at);
 
   // --- endpoint (endpoint_mu_) ---
-  // Stores `ep` (null: none); `moved(before, after)` runs first under the same lock, so
-  // that whoever counts endpoints sees every change once and in order.
+  // moved(before, after) runs under the lock: a counter sees each change once, in order.
   template <class Moved>
   void set_endpoint(const conn::Endpoint* ep, Moved&& moved) {
     std::lock_guard lock(endpoint_mu_);
@@ -129,29 +113,26 @@ public:
     if (ep) endpoint_ = *ep;
     else endpoint_.reset();
   }
-  // The sticky source address is forgotten; the next send picks one.
   void clear_endpoint_source();
-  // The Bind found the source of `sent` invalid: clears it if the endpoint is still that.
+  // Clears the source if the endpoint is still `sent`.
   void endpoint_source_failed(const conn::Endpoint& sent);
 
   // --- counters and removal ---
   void count_sent(uint64_t bytes) { stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed); }
-  // Release: whoever reads the count sees the packet's effects (a test on a moved clock).
+  // Release: the count's reader sees the packet's effects.
   void count_received(uint64_t bytes) { stats_.rx_bytes.fetch_add(bytes, std::memory_order_release); }
   void mark_removed() { removed_ = true; }
 
   // --- staging (send_mu_) ---
-  // Appends n packets, taking their buffers. Only if `waits` (no session may take them
-  // now) are they bounded: a full queue drops its oldest, and past the device's budget a
-  // peer keeps kMinStagedPackets; so live peers never lose bursts to silent ones.
+  // Takes the buffers. If `waits`, drops the oldest past kMaxStagedPackets, or past
+  // the device's budget down to kMinStagedPackets.
   void stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits);
-  // Stages a keepalive if nothing is staged and a buffer is free.
+  // If nothing is staged and a buffer is free.
   void stage_keepalive();
   void clear_staged();
   bool has_staged();
-  // Moves staged packets into batches with kp's next nonces and queues each on the
-  // outbound queue, in nonce order, under send_mu_; emit(Batch*) runs after the lock is
-  // released (sealing and sending never hold it). Stops when nonces run out.
+  // Queues batches in nonce order until nonces run out; emit(Batch*) runs without
+  // send_mu_.
   struct Cut {
     bool nonces_exhausted = false;
     bool any = false;
@@ -161,10 +142,10 @@ public:
   Cut cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit);
 
   // --- in-order queues (queue_mu_) ---
-  // A batch joins its direction's queue before its crypto starts.
+  // A batch joins its queue before its crypto starts.
   void queue_inbound(Batch* b) { queue(inbound_, b); }
-  // Marks `done` finished and passes the queue's finished head batches to f in order,
-  // without queue_mu_, unless another thread is already draining it.
+  // Marks `done`; unless another thread drains, passes finished head batches to f
+  // without queue_mu_.
   template <class F>
   void drain_outbound(Batch* done, F&& f) {
     drain_in_order(outbound_, flushing_out_, done, f);
@@ -180,17 +161,16 @@ public:
     std::lock_guard lock(timers_mu_);
     return f(timers_);
   }
-  // Marks the peer as on its device's timer list; true if it was not (the caller lists it).
+  // True if newly listed: the caller lists it.
   bool list_for_timers() { return !timer_listed_.exchange(true); }
   bool listed_for_timers() const { return timer_listed_.load(); }
-  // The timer thread's scan: what the timers due at `now` ask for, and the next deadline
-  // while the peer stays listed; without one it is unlisted (whoever arms next lists it).
+  // Due timers' actions and the next deadline; none unlists the peer.
   std::pair<TimerActions, std::optional<TimePoint>> run_timers(TimePoint now);
 
 private:
-  friend struct PeerKeysAccess;  // tests of key zeroing
+  friend struct PeerKeysAccess;  // tests
 
-  // Up to N batches of cut_staged; send_mu_ held.
+  // send_mu_ held.
   template <size_t N>
   size_t cut_locked(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, std::array<Batch*, N>& out,
                     Cut& cut);
@@ -221,7 +201,7 @@ private:
   mutable std::mutex handshake_mu_;
   noise::Handshake handshake_;
   std::optional<TimePoint> last_sent_handshake_;
-  Clock::duration initiation_gap_ = kRekeyTimeout;  // allowed after last_sent_handshake_
+  Clock::duration initiation_gap_ = kRekeyTimeout;
 
   // --- guarded by keypairs_mu_ ---
   mutable std::mutex keypairs_mu_;
@@ -238,7 +218,7 @@ private:
   CookieGenerator cookies_;
   PeerStats stats_;
 
-  // --- guarded by send_mu_: staged plaintext and nonce order ---
+  // --- guarded by send_mu_, which also orders nonces ---
   std::mutex send_mu_;
   struct Staged {
     uint8_t* buf;
@@ -254,8 +234,7 @@ private:
   bool flushing_in_ = false;
 
   std::atomic<bool> removed_{false};
-  // On the device's timer list: set after arming a timer, cleared by the timer thread
-  // under timers_mu_ when nothing is armed.
+  // Cleared by the timer thread under timers_mu_ when nothing is armed.
   std::atomic<bool> timer_listed_{false};
 };
 
@@ -314,7 +293,6 @@ size_t Peer::cut_locked(const KeypairPtr& kp, BatchPool& batches, size_t batch_s
 
 }  // namespace wg
 
-// Logs a peer as "peer(" and an 8-character prefix of its public key.
 template <>
 struct fmt::formatter<wg::Peer> : fmt::formatter<std::string_view> {
   template <class Context>

@@ -1,5 +1,4 @@
-// Per-source token buckets capping handshake initiations before any expensive crypto,
-// as the kernel's ratelimiter.c. Thread-safe.
+// Per-source token buckets for handshakes, as the kernel's. Thread-safe.
 #pragma once
 
 #include <array>
@@ -17,39 +16,34 @@ class RateLimiter {
 public:
   static constexpr int kPacketsPerSecond = 20;
   static constexpr int kPacketsBurstable = 5;
-  // Tokens are nanoseconds of credit.
   static constexpr std::chrono::nanoseconds kPacketCost =
       std::chrono::nanoseconds(std::chrono::seconds(1)) / kPacketsPerSecond;
   static_assert(kPacketCost == std::chrono::milliseconds(50));
   static constexpr std::chrono::nanoseconds kTokenMax = kPacketCost * kPacketsBurstable;
-  // Quieter sources are dropped from the table.
   static constexpr std::chrono::nanoseconds kIdleTimeout = std::chrono::seconds(1);
   static constexpr size_t kDefaultMaxEntries = 8192;
 
   explicit RateLimiter(size_t max_entries = kDefaultMaxEntries);
 
-  // Keyed by IPv4 address or IPv6 /64. Denies other families, and new sources while the
-  // table is full. Sweeps idle entries at most once a second. Time going backwards
-  // accrues no tokens.
+  // Per IPv4 address or IPv6 /64. Denies other families, and new sources while full.
   bool allow(const IpAddress& src, std::chrono::steady_clock::time_point now);
 
   size_t size() const;
-  // Forgets every source.
   void clear();
 
 private:
   using TimePoint = std::chrono::steady_clock::time_point;
   // Family, then 4 (IPv4) or 8 (IPv6) address bytes, zero-padded.
   using Key = std::array<uint8_t, 9>;
-  // Keyed SipHash-2-4, so senders cannot aim at one hash chain.
+  // Keyed, so senders cannot aim at one hash chain.
   struct KeyHash {
     std::array<uint8_t, 16> secret{};
     static KeyHash random();
     size_t operator()(const Key& k) const;
   };
   struct Entry {
-    TimePoint last;                  // last packet, allowed or not
-    std::chrono::nanoseconds tokens; // credit, at most kTokenMax
+    TimePoint last;
+    std::chrono::nanoseconds tokens;
   };
 
   static Key key_of(const IpAddress& a);
@@ -58,7 +52,7 @@ private:
   const size_t max_entries_;
 
   mutable std::mutex mu_;
-  // Guarded by mu_. Reserved up front; new sources allocate nodes, off the data path.
+  // Guarded by mu_.
   std::unordered_map<Key, Entry, KeyHash> table_;
   TimePoint next_sweep_ = TimePoint::min();  // guarded by mu_
 };

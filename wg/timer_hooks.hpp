@@ -1,5 +1,5 @@
-// The data path's decisions, sans-I/O: for each peer event, the timer hooks it runs, in
-// the kernel's order, and what the pipeline must do next. Callers hold timers_mu_.
+// For each peer event, the timer hooks in the kernel's order and what the pipeline does
+// next. Callers hold timers_mu_.
 #pragma once
 
 #include <cstdint>
@@ -9,36 +9,35 @@
 
 namespace wg {
 
-// `retry`: a retransmission, which keeps the attempt count.
+// A retry keeps the attempt count.
 void on_initiation_sent(Timers& t, bool retry, TimePoint now);
 
-// Before sending the response; the new session awaits confirmation.
+// Before sending the response.
 void on_initiation_consumed(Timers& t, TimePoint now);
 
 void on_response_consumed(Timers& t, TimePoint now);
 
-// A transport batch of one keypair, after decryption and replay check.
+// One keypair's batch, after decryption and replay check.
 struct InboundEvent {
-  bool authenticated = false;  // some packet passed
-  bool data = false;           // some packet was not a keepalive
-  bool confirmed_session = false;  // Peer::confirm_session succeeded
+  bool authenticated = false;  // any packet
+  bool data = false;           // any non-keepalive
+  bool confirmed_session = false;
 };
 
 struct InboundActions {
-  bool roam = false;             // adopt the packet's source as endpoint
-  bool rekey = false;            // initiate now (keys near REJECT_AFTER_TIME)
-  bool send_staged = false;      // a session opened: send what waits
+  bool roam = false;             // adopt the source as endpoint
+  bool rekey = false;
+  bool send_staged = false;
 };
 
 InboundActions on_transport_received(Timers& t, const Keypair& kp, const InboundEvent& e, TimePoint now);
 
-// Whether `kp` (null: no session) may seal `nonce`; if not, packets wait for a handshake.
+// kp null: no session.
 inline bool may_send(const Keypair* kp, uint64_t nonce, TimePoint now) {
   return kp && keypair_can_send(*kp, nonce, now);
 }
 
-// Runs before the batch leaves, since the reply's hooks may run before the send returns.
-// `data`: not only keepalives.
+// Before the batch leaves: the reply's hooks may run before the send returns.
 void on_transport_sent(Timers& t, bool data, TimePoint now);
 
 }  // namespace wg

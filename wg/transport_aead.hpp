@@ -1,5 +1,4 @@
-// ChaCha20-Poly1305 with WireGuard's nonce layout, for transport data only (handshakes
-// and cookies use crypto.hpp). Thread-safe.
+// ChaCha20-Poly1305 for transport data. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +11,11 @@ namespace wg::transport {
 // dst receives src.size() + 16 bytes; dst may equal src.data().
 void seal(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<const uint8_t> src,
           std::span<const uint8_t> ad = {});
-// src includes the tag; dst receives src.size() - 16 bytes. False if authentication fails.
-// Transport messages have no `ad`; it exists for the RFC vectors.
+// dst receives src.size() - 16 bytes. False if authentication fails. `ad` is for tests.
 bool open(uint8_t* dst, const uint8_t key[kKeyLen], uint64_t counter, std::span<const uint8_t> src,
           std::span<const uint8_t> ad = {});
-// Wipes `key` from every thread's cached state, so no copy outlives its keypair. Waits
-// for a seal or open under way on another thread.
+// Wipes `key` from every thread's cache, so no copy outlives its keypair; waits for
+// seals and opens under way.
 void forget(const uint8_t key[kKeyLen]);
 
 }  // namespace wg::transport

@@ -1,5 +1,4 @@
-// A FIFO of work between threads: any number of producers and consumers, closed once.
-// The crypto workers' batches and the handshake thread's messages go through one each.
+// A FIFO between any number of producers and consumers, closed once.
 #pragma once
 
 #include <atomic>
@@ -14,10 +13,10 @@ namespace wg {
 template <class T>
 class WorkQueue {
 public:
-  // `limit`: how many items push_wait lets wait; push() leaves bounding to its caller.
+  // Bounds push_wait only.
   explicit WorkQueue(size_t limit) : limit_(limit) {}
 
-  // Queues `item` once fewer than the limit are queued, or at once when closed.
+  // Waits below the limit, not once closed.
   void push_wait(T item) {
     {
       std::unique_lock lock(mu_);
@@ -37,8 +36,7 @@ public:
     ready_.notify_one();
   }
 
-  // Waits for the oldest item; empty once closed and drained. `left`, if given, gets how
-  // many were still queued behind it.
+  // Empty once closed and drained. `left`: how many remain.
   std::optional<T> pop(size_t* left = nullptr) {
     std::optional<T> item;
     {
@@ -54,11 +52,10 @@ public:
     return item;
   }
 
-  // Items queued, read without the lock: a hint for admission.
+  // Unlocked: a hint.
   size_t size() const { return size_.load(std::memory_order_relaxed); }
 
-  // Wakes every waiter: producers queue without waiting, consumers drain and then get
-  // nothing.
+  // Producers then queue without waiting; consumers drain, then get nothing.
   void close() {
     {
       std::lock_guard lock(mu_);

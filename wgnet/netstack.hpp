@@ -1,17 +1,12 @@
 // <wgnet/netstack.hpp>: a WireGuard tunnel inside this process in one call. A Tunnel owns
-// the TCP/IP stack that holds the config's tunnel addresses, the UDP socket WireGuard
-// speaks on, and the WireGuard device between them; it dials through the tunnel like
-// netstack::Stack (the same operations, tokens and cancellation: netstack/stack.hpp).
+// a netstack::Stack, the UDP socket and the wg::Device between them, and dials like the
+// Stack.
 //
 //   auto tunnel = wgnet::Tunnel::open_file("wg0.conf");
 //   netstack::TcpStream s = tunnel->async_dial_tcp("web.internal", 80, asio::use_future).get();
 //
-// The steps it takes, for programs that need one of them done otherwise: load the config,
-// netstack::Stack::create with its Address/MTU/DNS, conn::LinuxBind, wg::Device on both,
-// wg::apply_config, Device::up, Stack::set_route_check(Device::routable), and a first
-// handshake with every peer that has an Endpoint (so the first dial need not wait for
-// one). A process may hold several Tunnels (netstack/stack.hpp: several Stacks share one
-// lwIP thread).
+// It also routes dials by the allowed IPs and starts a handshake with every peer that
+// has an Endpoint.
 #pragma once
 
 #include <chrono>
@@ -29,20 +24,18 @@ namespace wgnet {
 
 struct TunnelOptions {
   netstack::StackOptions::Congestion tcp_congestion = netstack::StackOptions::Congestion::bbr;
-  std::chrono::milliseconds tcp_keepalive{0};  // see StackOptions::tcp_keepalive
+  std::chrono::milliseconds tcp_keepalive{0};
   std::chrono::milliseconds dial_timeout{30000};
-  conn::LinuxBind::Options bind;  // the UDP socket's offloads (the program reads their switches)
+  conn::LinuxBind::Options bind;
 };
 
-// What Tunnel::open could not set up, and the system's reason (code()): a
-// std::system_error whose what() is "wgnet: the network stack: ..." or
-// "wgnet: UDP port N: ...".
+// What Tunnel::open could not set up; code() is the system's reason.
 class TunnelError : public std::system_error {
 public:
   enum class Step { stack, udp_port };
   TunnelError(Step step, std::error_code ec, uint16_t port);
   Step step() const { return step_; }
-  uint16_t port() const { return port_; }  // the ListenPort asked for (0: any); for udp_port
+  uint16_t port() const { return port_; }  // ListenPort asked for (0: any)
 
 private:
   Step step_;
@@ -51,14 +44,13 @@ private:
 
 class Tunnel {
 public:
-  // Errors are exceptions, as with Asio's throwing overloads: wg::ConfigError for the
-  // config (with its file and line), TunnelError for the stack or the UDP port
-  // (ListenPort in use, say), std::runtime_error for an Endpoint that does not resolve.
+  // Throws wg::ConfigError, TunnelError, or std::runtime_error for an unresolvable
+  // Endpoint.
   static std::unique_ptr<Tunnel> open(const wg::Config& config, const TunnelOptions& options = {});
   static std::unique_ptr<Tunnel> open_file(const std::string& path, const TunnelOptions& options = {});
   static std::unique_ptr<Tunnel> open_text(std::string_view wg_quick_config, const TunnelOptions& options = {});
-  // Closes the device (no more packets either way), then the stack; operations still
-  // pending complete with operation_aborted.
+  // Closes the device, then the stack; pending operations complete with
+  // operation_aborted.
   ~Tunnel();
   Tunnel(const Tunnel&) = delete;
   Tunnel& operator=(const Tunnel&) = delete;
@@ -67,7 +59,6 @@ public:
   wg::Device& device() { return *device_; }
   netstack::Executor get_executor() { return stack_->get_executor(); }
 
-  // The dialer, as netstack::Stack has it.
   template <class... Args>
   auto async_dial_tcp(Args&&... args) {
     return stack_->async_dial_tcp(std::forward<Args>(args)...);

@@ -1,6 +1,4 @@
-// ASCII case-insensitive comparison, for names in configs and HTTP (RFC 9110 field
-// names, URI schemes). Ours because Boost 1.81's beast::iequals reads one byte past the
-// end of both arguments once it meets a difference in case.
+// ASCII case-insensitive comparison. Boost 1.81's beast::iequals reads out of bounds.
 #pragma once
 
 #include <string_view>

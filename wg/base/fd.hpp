@@ -24,7 +24,7 @@ public:
   explicit operator bool() const { return fd_ >= 0; }
   // Gives the descriptor up without closing it.
   int release() { return std::exchange(fd_, -1); }
-  // Closes the descriptor held (if any) and holds `fd` instead.
+  // Closes the one held.
   void reset(int fd = -1) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;

@@ -1,5 +1,4 @@
-// "host:port" and "[v6]:port" split: the one parser behind Endpoint::parse, the endpoint
-// resolver, and wg-netstack's command line, forwards, HTTP CONNECT and config reader.
+// The one "host:port" parser.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +7,8 @@
 
 namespace wg {
 
-// Splits "host:port" / "[v6]:port"; false if malformed. The host is not checked beyond
-// being non-empty (and, unbracketed, holding no ':'); the port is 0-65535.
+// "host:port" / "[v6]:port"; false if malformed. The host is only checked to be
+// non-empty and, unbracketed, free of ':'.
 bool split_host_port(std::string_view s, std::string& host, uint16_t& port);
 
 }  // namespace wg

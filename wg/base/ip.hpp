@@ -1,4 +1,4 @@
-// IP addresses and prefixes as plain values (IPv4 or IPv6), with parsing and formatting.
+// IP addresses and prefixes as plain values.
 #pragma once
 
 #include <array>
@@ -11,7 +11,7 @@ namespace wg {
 
 struct IpAddress {
   uint8_t family = 0;                // 4 or 6; 0 = none
-  std::array<uint8_t, 16> bytes{};   // IPv4 uses the first 4 bytes, the rest stay zero
+  std::array<uint8_t, 16> bytes{};   // IPv4: the first 4, the rest zero
 
   static IpAddress v4(const uint8_t* p);
   static IpAddress v6(const uint8_t* p);
@@ -28,7 +28,7 @@ struct IpPrefix {
   IpAddress addr;
   uint8_t bits = 0;
 
-  // "198.19.0.0/24", "fd00:19::/64"; a bare address means a host prefix (/32 or /128).
+  // "198.19.0.0/24", "fd00:19::/64"; a bare address is a host prefix.
   static std::optional<IpPrefix> parse(std::string_view s);
   std::string to_string() const;
   // The same prefix with host bits cleared.
@@ -37,8 +37,7 @@ struct IpPrefix {
   friend bool operator==(const IpPrefix&, const IpPrefix&) = default;
 };
 
-// Source and destination of an IP packet (version from the first nibble); nullopt when
-// the packet is too short for its header.
+// nullopt if too short for its header.
 std::optional<IpAddress> packet_destination(const uint8_t* pkt, size_t len);
 std::optional<IpAddress> packet_source(const uint8_t* pkt, size_t len);
 

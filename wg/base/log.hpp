@@ -48,8 +48,7 @@ void verbose(fmt::format_string<Args...> f, Args&&... args) noexcept {
   if (enabled(Level::verbose)) line(f, std::forward<Args>(args)...);
 }
 
-// One line per event a user cares about (handshake completed, peer unreachable): shown
-// at error level and above, so `LOG_LEVEL=error` still reports them.
+// Events a user cares about; shown at error level too.
 template <class... Args>
 void event(fmt::format_string<Args...> f, Args&&... args) noexcept {
   if (enabled(Level::error)) line(f, std::forward<Args>(args)...);

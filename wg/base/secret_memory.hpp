@@ -1,6 +1,5 @@
-// Memory for objects that hold keys (keypairs, peers): kept out of core dumps
-// (MADV_DONTDUMP) and locked in RAM (mlock) while the lock limit allows, never swapped
-// out. Freed blocks are wiped and reused for objects of the same size.
+// Memory for objects holding keys: out of core dumps, mlock'ed while the limit allows,
+// wiped when freed.
 #pragma once
 
 #include <cstddef>
@@ -9,16 +8,15 @@
 namespace wg {
 
 void* secret_allocate(size_t bytes);
-void secret_deallocate(void* p, size_t bytes);  // wipes the block
+void secret_deallocate(void* p, size_t bytes);
 
-// What the arena holds, for tests and diagnostics.
 struct SecretMemoryStats {
-  size_t mapped = 0;  // bytes mapped, all MADV_DONTDUMP
-  size_t locked = 0;  // of which mlock'ed
+  size_t mapped = 0;
+  size_t locked = 0;  // of mapped
 };
 SecretMemoryStats secret_memory_stats();
 
-// For std::allocate_shared: the object and its control block in secret memory.
+// For std::allocate_shared.
 template <class T>
 struct SecretAllocator {
   using value_type = T;

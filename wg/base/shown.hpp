@@ -1,7 +1,5 @@
-// Text from a config file, a UAPI request or a command line, fit for an error message:
-// quoted, unless it may hold key material. A key is 44 base64 or 64 hex characters and a
-// base64 key ends in '=', so a misplaced key becomes the "name" left of '=' as easily as
-// a value; neither may reach a terminal or a journal.
+// Untrusted text fit for an error message: quoted, unless it may hold key material. A
+// base64 key ends in '=', so a "name" left of '=' may be a key too.
 #pragma once
 
 #include <string>
@@ -9,10 +7,8 @@
 
 namespace wg {
 
-// True if `text` holds a run of base64/hex characters ([A-Za-z0-9+/]) that is 24 long,
-// or 16 long with a digit, '+' or '/' in it. A 32-byte key in base64 or hex always does
-// (43 or 64 characters of the alphabet); names such as PersistentKeepalive, addresses
-// and host names do not.
+// A base64 run of 24, or 16 holding a digit, '+' or '/': every key has one; names,
+// addresses and host names do not.
 constexpr bool looks_like_key(std::string_view text) {
   size_t run = 0;
   bool mixed = false;
@@ -31,9 +27,8 @@ constexpr bool looks_like_key(std::string_view text) {
   return false;
 }
 
-// `text` with every byte outside printable ASCII as \xNN (a backslash as \x5c, so that
-// the form cannot be forged): text from a client or a file, fit for a log line or a
-// terminal. Neither escapes, NUL nor a newline get through.
+// Bytes outside printable ASCII as \xNN, and a backslash too so the form cannot be
+// forged: safe for a log or a terminal.
 inline std::string escaped(std::string_view text) {
   constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -50,7 +45,6 @@ inline std::string escaped(std::string_view text) {
   return out;
 }
 
-// 'text' (escaped), or a placeholder when it may hold a key.
 inline std::string shown(std::string_view text) {
   if (looks_like_key(text)) return "(not shown: it may be key material)";
   std::string s = "'";
