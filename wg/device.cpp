@@ -80,8 +80,8 @@ void Device::close() {
     // Return what is still queued (peers keep buffers in staged and in-order queues).
     std::unique_lock lock(config_mu_);
     for (auto& [key, p] : peers_) {
-      p->mark_removed();
-      p->clear_staged();
+      p->mark_removed(PeerAccess{});
+      p->clear_staged(PeerAccess{});
     }
   });
 }
@@ -172,10 +172,10 @@ void Device::down() {
   // As the kernel's wg_stop: no session, handshake or staged packet outlives the
   // interface being up, and after up() the first packet may initiate at once.
   for (auto& p : peers()) {
-    p->with_timers([](Timers& t) { t.stop(); });
-    p->expire_current_keypairs();  // the handshake, and the REKEY_TIMEOUT hold-back
-    p->zero_keys();
-    p->clear_staged();
+    p->with_timers(PeerAccess{}, [](Timers& t) { t.stop(); });
+    p->expire_current_keypairs(PeerAccess{});  // the handshake, and the REKEY_TIMEOUT hold-back
+    p->zero_keys(PeerAccess{});
+    p->clear_staged(PeerAccess{});
   }
 }
 
@@ -200,12 +200,12 @@ void Device::set_private_key(const std::optional<PrivateKey>& key) {
     if (identity_) admission_.set_identity(identity_->public_key);  // mac1/cookie keys from our public key
     renew.reserve(peers_.size());
     for (auto& [k, p] : peers_) {
-      p->invalidate_static_static();
+      p->invalidate_static_static(PeerAccess{});
       renew.push_back(p);
     }
   }
   for (auto& p : renew) {
-    p->expire_current_keypairs();
+    p->expire_current_keypairs(PeerAccess{});
     send_staged(*p);  // packets waiting for a session (if any) start the handshake
   }
 }
@@ -305,12 +305,12 @@ void Device::remove_peer(const PublicKey& key) {
     peers_.erase(it);
     allowed_ips_.remove_by_peer(p.get());
   }
-  p->mark_removed();
+  p->mark_removed(PeerAccess{});
   store_endpoint(*p, nullptr);
-  p->with_timers([](Timers& t) { t.stop(); });
-  p->zero_keys();
-  p->forget_secrets();  // the Peer may outlive this in a queue or a caller's PeerPtr
-  p->clear_staged();
+  p->with_timers(PeerAccess{}, [](Timers& t) { t.stop(); });
+  p->zero_keys(PeerAccess{});
+  p->forget_secrets(PeerAccess{});  // the Peer may outlive this in a queue or a caller's PeerPtr
+  p->clear_staged(PeerAccess{});
 }
 
 void Device::remove_all_peers() {
@@ -326,7 +326,7 @@ std::vector<PeerPtr> Device::peers() const {
 }
 
 void Device::set_preshared_key(Peer& p, const PresharedKey& psk) {
-  if (p.set_preshared_key(psk)) send_staged(p);  // waiting packets handshake with the new key
+  if (p.set_preshared_key(PeerAccess{}, psk)) send_staged(p);  // waiting packets handshake with the new key
 }
 
 void Device::set_endpoint(Peer& p, const conn::Endpoint& ep) { store_endpoint(p, &ep); }
@@ -334,7 +334,7 @@ void Device::set_endpoint(Peer& p, const conn::Endpoint& ep) { store_endpoint(p,
 void Device::initiate_handshake(Peer& p) { send_initiation(p, false); }
 
 void Device::store_endpoint(Peer& p, const conn::Endpoint* ep) {
-  p.set_endpoint(ep, [&](const conn::Endpoint* from, const conn::Endpoint* to) {
+  p.set_endpoint(PeerAccess{}, ep, [&](const conn::Endpoint* from, const conn::Endpoint* to) {
     if ((from && to && from->same_destination(*to)) || (!from && !to)) return;
     // A handshake that raced with remove_peer may store an endpoint after remove_peer
     // took the peer's out: that one stays counted, which only lets its address skip the
@@ -348,7 +348,7 @@ void Device::store_endpoint(Peer& p, const conn::Endpoint* ep) {
 }
 
 void Device::set_persistent_keepalive(Peer& p, uint16_t seconds) {
-  const bool turned_on = p.with_timers([&](Timers& t) {
+  const bool turned_on = p.with_timers(PeerAccess{}, [&](Timers& t) {
     const bool was_off = t.persistent_keepalive().count() == 0;
     t.set_persistent_keepalive(std::chrono::seconds(seconds));
     return was_off && seconds > 0;
@@ -393,11 +393,11 @@ void Device::install_keypair(Peer& p, const noise::SessionKeys& keys, bool initi
   kp->initiator = initiator;
   kp->created = now();
   kp->peer = &p;
-  p.install_keypair(std::move(kp));
+  p.install_keypair(PeerAccess{}, std::move(kp));
 }
 
 void Device::handshake_completed(Peer& p, const char* role) {
-  p.record_handshake(wall_now());
+  p.record_handshake(PeerAccess{}, wall_now());
   stats_.handshakes_completed.fetch_add(1, std::memory_order_relaxed);
   log::event("{}: handshake completed ({})", p, role);
 }

@@ -31,28 +31,28 @@ PresharedKey Peer::preshared_key() const {
   return handshake_.preshared_key;
 }
 
-bool Peer::set_preshared_key(const PresharedKey& psk) {
+bool Peer::set_preshared_key(PeerAccess access, const PresharedKey& psk) {
   {
     std::lock_guard lock(handshake_mu_);
     if (handshake_.preshared_key == psk) return false;
     handshake_.preshared_key = psk;
   }
-  expire_current_keypairs();
+  expire_current_keypairs(access);
   return true;
 }
 
-void Peer::invalidate_static_static() {
+void Peer::invalidate_static_static(PeerAccess) {
   std::lock_guard lock(handshake_mu_);
   handshake_.invalidate_keys();
 }
 
-SymmetricKey Peer::static_static(const noise::Identity& local) {
+SymmetricKey Peer::static_static(PeerAccess, const noise::Identity& local) {
   std::lock_guard lock(handshake_mu_);
   return handshake_.static_static(local);
 }
 
-bool Peer::create_initiation(const noise::Identity& local, TimePoint now, const noise::Tai64n& timestamp,
-                             MessageInitiation& out) {
+bool Peer::create_initiation(PeerAccess, const noise::Identity& local, TimePoint now,
+                             const noise::Tai64n& timestamp, MessageInitiation& out) {
   {
     std::lock_guard lock(handshake_mu_);
     if (last_sent_handshake_ && now - *last_sent_handshake_ < initiation_gap_) return false;
@@ -70,18 +70,18 @@ bool Peer::create_initiation(const noise::Identity& local, TimePoint now, const 
   return true;
 }
 
-std::optional<TimePoint> Peer::last_initiation() const {
+std::optional<TimePoint> Peer::last_initiation(PeerAccess) const {
   std::lock_guard lock(handshake_mu_);
   return last_sent_handshake_;
 }
 
-void Peer::allow_initiation_after(TimePoint sent, Clock::duration gap) {
+void Peer::allow_initiation_after(PeerAccess, TimePoint sent, Clock::duration gap) {
   std::lock_guard lock(handshake_mu_);
   if (last_sent_handshake_ == sent) initiation_gap_ = gap;
 }
 
-Peer::Answer Peer::answer_initiation(const noise::ConsumedInitiation& in, TimePoint now, MessageResponse& out,
-                                     noise::SessionKeys& keys) {
+Peer::Answer Peer::answer_initiation(PeerAccess, const noise::ConsumedInitiation& in, TimePoint now,
+                                     MessageResponse& out, noise::SessionKeys& keys) {
   {
     std::lock_guard lock(handshake_mu_);
     if (noise::accept_initiation(handshake_, in, now) != noise::AcceptResult::accepted) return Answer::refused;
@@ -100,19 +100,20 @@ Peer::Answer Peer::answer_initiation(const noise::ConsumedInitiation& in, TimePo
   return Answer::answered;
 }
 
-std::optional<noise::SessionKeys> Peer::consume_response(const noise::Identity& local, const MessageResponse& msg) {
+std::optional<noise::SessionKeys> Peer::consume_response(PeerAccess, const noise::Identity& local,
+                                                         const MessageResponse& msg) {
   std::lock_guard lock(handshake_mu_);
   if (!noise::consume_response(handshake_, local, msg)) return std::nullopt;
   return noise::derive_session(handshake_);
 }
 
-bool Peer::consume_cookie_reply(const MessageCookieReply& msg, TimePoint now) {
+bool Peer::consume_cookie_reply(PeerAccess, const MessageCookieReply& msg, TimePoint now) {
   return cookies_.consume_reply(msg, now);
 }
 
 // --- sessions ---
 
-void Peer::install_keypair(KeypairPtr kp) {
+void Peer::install_keypair(PeerAccess, KeypairPtr kp) {
   shared_.indices.set_keypair(kp->local_index, kp);
   KeypairPtr drop1, drop2;
   {
@@ -138,7 +139,7 @@ void Peer::install_keypair(KeypairPtr kp) {
     if (*d) shared_.indices.remove((*d)->local_index);
 }
 
-bool Peer::confirm_session(const Keypair& kp) {
+bool Peer::confirm_session(PeerAccess, const Keypair& kp) {
   KeypairPtr old;
   {
     std::lock_guard lock(keypairs_mu_);
@@ -151,28 +152,28 @@ bool Peer::confirm_session(const Keypair& kp) {
   return true;
 }
 
-KeypairPtr Peer::current_keypair() const {
+KeypairPtr Peer::current_keypair(PeerAccess) const {
   std::lock_guard lock(keypairs_mu_);
   return current_;
 }
 
-void Peer::expire_keypairs() {
+void Peer::expire_keypairs(PeerAccess) {
   std::lock_guard lock(keypairs_mu_);
   for (auto* kp : {&current_, &next_})
     if (*kp) (*kp)->send_nonce.store(kRejectAfterMessages);
 }
 
-void Peer::expire_current_keypairs() {
+void Peer::expire_current_keypairs(PeerAccess access) {
   {
     std::lock_guard hl(handshake_mu_);
     if (handshake_.local_index) shared_.indices.remove(handshake_.local_index);
     handshake_.clear();
     last_sent_handshake_.reset();  // REKEY_TIMEOUT must not hold back the next initiation
   }
-  expire_keypairs();
+  expire_keypairs(access);
 }
 
-void Peer::zero_keys() {
+void Peer::zero_keys(PeerAccess) {
   {
     std::lock_guard lock(keypairs_mu_);
     for (auto* kp : {&previous_, &current_, &next_}) {
@@ -185,30 +186,30 @@ void Peer::zero_keys() {
   handshake_.clear();
 }
 
-void Peer::forget_secrets() {
+void Peer::forget_secrets(PeerAccess) {
   std::lock_guard lock(handshake_mu_);
   handshake_.preshared_key.clear();
   handshake_.invalidate_keys();
 }
 
-void Peer::record_handshake(std::chrono::system_clock::time_point at) {
+void Peer::record_handshake(PeerAccess, std::chrono::system_clock::time_point at) {
   stats_.last_handshake_ns.store(ns_since_epoch(at));
   stats_.unanswered_since_ns.store(0);
 }
 
-void Peer::record_initiation(std::chrono::system_clock::time_point at) {
+void Peer::record_initiation(PeerAccess, std::chrono::system_clock::time_point at) {
   int64_t none = 0;
   stats_.unanswered_since_ns.compare_exchange_strong(none, ns_since_epoch(at));
 }
 
 // --- endpoint ---
 
-void Peer::clear_endpoint_source() {
+void Peer::clear_endpoint_source(PeerAccess) {
   std::lock_guard lock(endpoint_mu_);
   if (endpoint_) endpoint_->clear_source();
 }
 
-void Peer::endpoint_source_failed(const conn::Endpoint& sent) {
+void Peer::endpoint_source_failed(PeerAccess, const conn::Endpoint& sent) {
   std::lock_guard lock(endpoint_mu_);
   if (endpoint_ && endpoint_->same_destination(sent)) endpoint_->clear_source();
 }
@@ -220,7 +221,7 @@ uint16_t Peer::persistent_keepalive() const {
   return static_cast<uint16_t>(timers_.persistent_keepalive().count());
 }
 
-std::pair<TimerActions, std::optional<TimePoint>> Peer::run_timers(TimePoint now) {
+std::pair<TimerActions, std::optional<TimePoint>> Peer::run_timers(PeerAccess, TimePoint now) {
   std::lock_guard lock(timers_mu_);
   const TimerActions a = timers_.tick(now);
   std::optional<TimePoint> next = timers_.next_deadline();
@@ -233,7 +234,7 @@ std::pair<TimerActions, std::optional<TimePoint>> Peer::run_timers(TimePoint now
 
 // --- staging ---
 
-void Peer::stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits) {
+void Peer::stage(PeerAccess, uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits) {
   std::lock_guard lock(send_mu_);
   if (removed_) {  // raced with removal, which has emptied the queue or will
     shared_.buffers.give(bufs, n);
@@ -261,7 +262,7 @@ void Peer::stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits
   }
 }
 
-void Peer::stage_keepalive() {
+void Peer::stage_keepalive(PeerAccess) {
   std::lock_guard lock(send_mu_);
   if (!staged_.empty() || removed_) return;
   uint8_t* buf;
@@ -271,12 +272,12 @@ void Peer::stage_keepalive() {
   }
 }
 
-bool Peer::has_staged() {
+bool Peer::has_staged(PeerAccess) {
   std::lock_guard lock(send_mu_);
   return !staged_.empty();
 }
 
-void Peer::clear_staged() {
+void Peer::clear_staged(PeerAccess) {
   std::lock_guard lock(send_mu_);
   for (auto& s : staged_) shared_.buffers.give(s.buf);
   shared_.staging.total.fetch_sub(staged_.size(), std::memory_order_relaxed);

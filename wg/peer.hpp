@@ -22,7 +22,7 @@
 namespace wg {
 
 inline constexpr size_t kMaxStagedPackets = 256;
-inline constexpr size_t kMinStagedPackets = 16;  // even past the device's budget
+inline constexpr size_t kMinStagedPackets = 16;  // despite the device's budget
 
 struct PeerStats {
   std::atomic<uint64_t> tx_bytes{0};
@@ -38,6 +38,15 @@ struct StagingBudget {
   const size_t limit;
   std::atomic<size_t> total{0};
   std::atomic<uint64_t>& dropped;  // DeviceStats::dropped_staged
+};
+
+// Peer's pipeline methods take one. Only the library makes it, so a program holding a
+// PeerPtr cannot drive a peer behind its device's back.
+class PeerAccess {
+  friend class Device;
+  friend class TimerList;
+  friend struct PeerTestAccess;  // tests
+  PeerAccess() = default;
 };
 
 struct PeerShared {
@@ -65,72 +74,72 @@ public:
   uint16_t persistent_keepalive() const;  // seconds; 0: off
   bool has_session_keys() const;
 
-  // Driven by the Device; each takes its state's one lock.
+  // The pipeline: each takes its state's one lock.
 
   // --- handshake (handshake_mu_) ---
   // Expires sessions derived from the old key. False if unchanged.
-  bool set_preshared_key(const PresharedKey& psk);
-  void invalidate_static_static();  // our static key changed
-  SymmetricKey static_static(const noise::Identity& local);
+  bool set_preshared_key(PeerAccess, const PresharedKey& psk);
+  void invalidate_static_static(PeerAccess);  // our static key changed
+  SymmetricKey static_static(PeerAccess, const noise::Identity& local);
   // False too soon after the last, or on failure.
-  bool create_initiation(const noise::Identity& local, TimePoint now, const noise::Tai64n& timestamp,
+  bool create_initiation(PeerAccess, const noise::Identity& local, TimePoint now, const noise::Tai64n& timestamp,
                          MessageInitiation& out);
-  std::optional<TimePoint> last_initiation() const;
-  // The initiation sent at `sent` was refused: if still the last, the next may follow
-  // `gap` after it.
-  void allow_initiation_after(TimePoint sent, Clock::duration gap);
+  std::optional<TimePoint> last_initiation(PeerAccess) const;
+  // If the refused initiation sent at `sent` is the last, the next may follow `gap` on.
+  void allow_initiation_after(PeerAccess, TimePoint sent, Clock::duration gap);
   // refused: a replay or too soon.
   enum class Answer { answered, refused, failed };
-  Answer answer_initiation(const noise::ConsumedInitiation& in, TimePoint now, MessageResponse& out,
+  Answer answer_initiation(PeerAccess, const noise::ConsumedInitiation& in, TimePoint now, MessageResponse& out,
                            noise::SessionKeys& keys);
-  std::optional<noise::SessionKeys> consume_response(const noise::Identity& local, const MessageResponse& msg);
+  std::optional<noise::SessionKeys> consume_response(PeerAccess, const noise::Identity& local,
+                                                     const MessageResponse& msg);
   // True if valid.
-  bool consume_cookie_reply(const MessageCookieReply& msg, TimePoint now);
+  bool consume_cookie_reply(PeerAccess, const MessageCookieReply& msg, TimePoint now);
 
   // --- sessions (keypairs_mu_; dropping a keypair frees its index) ---
   // A responder's waits as `next` for the initiator's first packet.
-  void install_keypair(KeypairPtr kp);
-  bool confirm_session(const Keypair& kp);  // true if kp was next
-  KeypairPtr current_keypair() const;
+  void install_keypair(PeerAccess, KeypairPtr kp);
+  bool confirm_session(PeerAccess, const Keypair& kp);  // true if kp was next
+  KeypairPtr current_keypair(PeerAccess) const;
   // Current and next stop sending; they still decrypt.
-  void expire_keypairs();
+  void expire_keypairs(PeerAccess);
   // The next packet handshakes at once.
-  void expire_current_keypairs();
-  // Wipes every session and the handshake.
-  void zero_keys();
+  void expire_current_keypairs(PeerAccess);
+  // Wipes all sessions and the handshake.
+  void zero_keys(PeerAccess);
   // A removed peer's preshared key and static-static secret.
-  void forget_secrets();
-  void record_handshake(std::chrono::system_clock::time_point at);
+  void forget_secrets(PeerAccess);
+  void record_handshake(PeerAccess, std::chrono::system_clock::time_point at);
   // Starts unanswered_since_ns unless running.
-  void record_initiation(std::chrono::system_clock::time_point at);
+  void record_initiation(PeerAccess, std::chrono::system_clock::time_point at);
 
   // --- endpoint (endpoint_mu_) ---
   // moved(before, after) runs under the lock: a counter sees each change once, in order.
   template <class Moved>
-  void set_endpoint(const conn::Endpoint* ep, Moved&& moved) {
+  void set_endpoint(PeerAccess, const conn::Endpoint* ep, Moved&& moved) {
     std::lock_guard lock(endpoint_mu_);
     moved(endpoint_ ? &*endpoint_ : nullptr, ep);
     if (ep) endpoint_ = *ep;
     else endpoint_.reset();
   }
-  void clear_endpoint_source();
-  // Clears the source if the endpoint is still `sent`.
-  void endpoint_source_failed(const conn::Endpoint& sent);
+  void clear_endpoint_source(PeerAccess);
+  // Only if the endpoint is still `sent`.
+  void endpoint_source_failed(PeerAccess, const conn::Endpoint& sent);
 
   // --- counters and removal ---
-  void count_sent(uint64_t bytes) { stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed); }
-  // Release: the count's reader sees the packet's effects.
-  void count_received(uint64_t bytes) { stats_.rx_bytes.fetch_add(bytes, std::memory_order_release); }
-  void mark_removed() { removed_ = true; }
+  void count_sent(PeerAccess, uint64_t bytes) { stats_.tx_bytes.fetch_add(bytes, std::memory_order_relaxed); }
+  // Release: readers see the packet's effects.
+  void count_received(PeerAccess, uint64_t bytes) { stats_.rx_bytes.fetch_add(bytes, std::memory_order_release); }
+  void mark_removed(PeerAccess) { removed_ = true; }
 
   // --- staging (send_mu_) ---
   // Takes the buffers. If `waits`, drops the oldest past kMaxStagedPackets, or past
   // the device's budget down to kMinStagedPackets.
-  void stage(uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits);
+  void stage(PeerAccess, uint8_t* const* bufs, const size_t* sizes, size_t n, bool waits);
   // If nothing is staged and a buffer is free.
-  void stage_keepalive();
-  void clear_staged();
-  bool has_staged();
+  void stage_keepalive(PeerAccess);
+  void clear_staged(PeerAccess);
+  bool has_staged(PeerAccess);
   // Queues batches in nonce order until nonces run out; emit(Batch*) runs without
   // send_mu_.
   struct Cut {
@@ -139,33 +148,32 @@ public:
     uint64_t last_nonce = 0;
   };
   template <class Emit>
-  Cut cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit);
+  Cut cut_staged(PeerAccess, const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit);
 
   // --- in-order queues (queue_mu_) ---
   // A batch joins its queue before its crypto starts.
-  void queue_inbound(Batch* b) { queue(inbound_, b); }
-  // Marks `done`; unless another thread drains, passes finished head batches to f
-  // without queue_mu_.
+  void queue_inbound(PeerAccess, Batch* b) { queue(inbound_, b); }
+  // Marks `done`; unless another thread drains, passes finished head batches to f unlocked.
   template <class F>
-  void drain_outbound(Batch* done, F&& f) {
+  void drain_outbound(PeerAccess, Batch* done, F&& f) {
     drain_in_order(outbound_, flushing_out_, done, f);
   }
   template <class F>
-  void drain_inbound(Batch* done, F&& f) {
+  void drain_inbound(PeerAccess, Batch* done, F&& f) {
     drain_in_order(inbound_, flushing_in_, done, f);
   }
 
   // --- timers (timers_mu_) ---
   template <class F>
-  auto with_timers(F&& f) {
+  auto with_timers(PeerAccess, F&& f) {
     std::lock_guard lock(timers_mu_);
     return f(timers_);
   }
   // True if newly listed: the caller lists it.
-  bool list_for_timers() { return !timer_listed_.exchange(true); }
-  bool listed_for_timers() const { return timer_listed_.load(); }
+  bool list_for_timers(PeerAccess) { return !timer_listed_.exchange(true); }
+  bool listed_for_timers(PeerAccess) const { return timer_listed_.load(); }
   // Due timers' actions and the next deadline; none unlists the peer.
-  std::pair<TimerActions, std::optional<TimePoint>> run_timers(TimePoint now);
+  std::pair<TimerActions, std::optional<TimePoint>> run_timers(PeerAccess, TimePoint now);
 
 private:
   friend struct PeerKeysAccess;  // tests
@@ -241,7 +249,7 @@ private:
 using PeerPtr = std::shared_ptr<Peer>;
 
 template <class Emit>
-Peer::Cut Peer::cut_staged(const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit) {
+Peer::Cut Peer::cut_staged(PeerAccess, const KeypairPtr& kp, BatchPool& batches, size_t batch_size, Emit&& emit) {
   Cut cut;
   std::array<Batch*, 16> cut_now;
   size_t n;

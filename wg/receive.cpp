@@ -147,7 +147,7 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
     }
     depth.used(have - kept, have);
     for (size_t q = 0; q < ready_n; ++q) {
-      ready[q]->peer->queue_inbound(ready[q]);
+      ready[q]->peer->queue_inbound(PeerAccess{}, ready[q]);
       submit(ready[q]);
     }
     if (kept > depth.want()) {
@@ -196,7 +196,7 @@ void Device::decrypt_batch(Batch& b) {
 
 // 5. In order per peer.
 void Device::flush_inbound(Peer& p, Batch* done) {
-  p.drain_inbound(done, [&](Batch* b) {
+  p.drain_inbound(PeerAccess{}, done, [&](Batch* b) {
     Keypair& kp = *b->keypair;
     std::array<std::span<uint8_t>, kMaxBatch> out;
     size_t m = 0;
@@ -237,15 +237,15 @@ void Device::flush_inbound(Peer& p, Batch* done) {
     if (authenticated && !p.removed()) {
       const auto now = this->now();
       // The responder's new session is confirmed by the initiator's first packet under it.
-      const bool confirmed = p.confirm_session(kp);
+      const bool confirmed = p.confirm_session(PeerAccess{}, kp);
       InboundActions a;
-      const auto deadline = p.with_timers([&](Timers& t) {
+      const auto deadline = p.with_timers(PeerAccess{}, [&](Timers& t) {
         a = on_transport_received(t, kp, {.authenticated = true, .data = data, .confirmed_session = confirmed}, now);
         return t.next_deadline();
       });
       if (a.roam) store_endpoint(p, source);
       // Counted once the packet's effects on the session and the timers are made.
-      p.count_received(bytes);
+      p.count_received(PeerAccess{}, bytes);
       if (confirmed) handshake_completed(p, "responder");
       if (a.send_staged) send_staged(p);
       if (a.rekey) send_initiation(p, false);
@@ -347,7 +347,7 @@ void Device::consume_initiation_message(HandshakeJob& job) {
   auto in = noise::consume_initiation(msg, *id, [&](const PublicKey& remote) -> std::optional<SymmetricKey> {
     p = lookup_peer(remote);
     if (!p) return std::nullopt;
-    return p->static_static(*id);
+    return p->static_static(PeerAccess{}, *id);
   });
   if (!in || !p) {
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
@@ -356,7 +356,7 @@ void Device::consume_initiation_message(HandshakeJob& job) {
   auto now = this->now();
   MessageResponse resp;
   noise::SessionKeys keys;
-  switch (p->answer_initiation(*in, now, resp, keys)) {
+  switch (p->answer_initiation(PeerAccess{}, *in, now, resp, keys)) {
     case Peer::Answer::refused:
       stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -365,14 +365,14 @@ void Device::consume_initiation_message(HandshakeJob& job) {
     case Peer::Answer::answered:
       break;
   }
-  p->count_received(job.size);
+  p->count_received(PeerAccess{}, job.size);
   store_endpoint(*p, &job.from);
   install_keypair(*p, keys, false);
   // The timers before the response leaves: the initiator's first data can be here (and
   // arm the keepalive it is owed) before send_to_peer returns; hooks run after it would
   // cancel that keepalive and date the session's zeroing from later.
-  p->with_timers([&](Timers& t) { on_initiation_consumed(t, now); });
-  p->count_sent(sizeof resp);
+  p->with_timers(PeerAccess{}, [&](Timers& t) { on_initiation_consumed(t, now); });
+  p->count_sent(PeerAccess{}, sizeof resp);
   send_message(p.get(), nullptr, std::span(reinterpret_cast<const uint8_t*>(&resp), sizeof resp));
   timer_list_.poke(*p);
 }
@@ -391,16 +391,16 @@ void Device::consume_response_message(HandshakeJob& job) {
     id = identity_;
   }
   if (!id || !up_) return;
-  const auto keys = p->consume_response(*id, msg);
+  const auto keys = p->consume_response(PeerAccess{}, *id, msg);
   if (!keys) {
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   auto now = this->now();
-  p->count_received(job.size);
+  p->count_received(PeerAccess{}, job.size);
   store_endpoint(*p, &job.from);
   install_keypair(*p, *keys, true);
-  p->with_timers([&](Timers& t) { on_response_consumed(t, now); });
+  p->with_timers(PeerAccess{}, [&](Timers& t) { on_response_consumed(t, now); });
   handshake_completed(*p, "initiator");
   // Confirm the session to the responder: staged data, or a keepalive.
   send_keepalive(*p);
@@ -411,7 +411,7 @@ void Device::consume_cookie_reply(HandshakeJob& job) {
   auto msg = load_message<MessageCookieReply>(job.data);
   auto entry = index_table_.lookup(msg.receiver);
   if (!entry) return;
-  if (entry->peer->consume_cookie_reply(msg, now()))
+  if (entry->peer->consume_cookie_reply(PeerAccess{}, msg, now()))
     stats_.cookie_replies_received.fetch_add(1, std::memory_order_relaxed);
   else
     stats_.dropped_handshake.fetch_add(1, std::memory_order_relaxed);

@@ -99,26 +99,26 @@ size_t Device::route_and_stage(uint8_t** bufs, const size_t* sizes, size_t n) {
 void Device::stage_packets(Peer& p, uint8_t* const* bufs, const size_t* sizes, size_t n) {
   // They wait (and are bounded) when send_staged will not send them now: the device is
   // down, or no session may seal them.
-  const KeypairPtr kp = p.current_keypair();
-  p.stage(bufs, sizes, n, !up_ || !may_send(kp.get(), kp ? kp->send_nonce.load() : 0, now()));
+  const KeypairPtr kp = p.current_keypair(PeerAccess{});
+  p.stage(PeerAccess{}, bufs, sizes, n, !up_ || !may_send(kp.get(), kp ? kp->send_nonce.load() : 0, now()));
   send_staged(p);
 }
 
 void Device::send_keepalive(Peer& p) {
-  p.stage_keepalive();
+  p.stage_keepalive(PeerAccess{});
   send_staged(p);
 }
 
 void Device::send_staged(Peer& p) {
   if (!up_ || p.removed()) return;
-  const KeypairPtr kp = p.current_keypair();
+  const KeypairPtr kp = p.current_keypair(PeerAccess{});
   const auto now = this->now();
   bool need_handshake;
   if (!may_send(kp.get(), kp ? kp->send_nonce.load() : 0, now)) {
-    need_handshake = p.has_staged();  // they wait for the session it makes
+    need_handshake = p.has_staged(PeerAccess{});  // they wait for the session it makes
   } else {
     // 4. Order first, then parallel crypto.
-    auto cut = p.cut_staged(kp, batches_, batch_, [&](Batch* b) { submit(b); });
+    auto cut = p.cut_staged(PeerAccess{}, kp, batches_, batch_, [&](Batch* b) { submit(b); });
     need_handshake = cut.nonces_exhausted || (cut.any && rekey_due_on_send(*kp, cut.last_nonce, now));
   }
   if (need_handshake) send_initiation(p, false);
@@ -155,7 +155,7 @@ void Device::encrypt_batch(Batch& b) {
 // 6. Send in order. Whoever completes the head batch sends it and everything finished
 // behind it; a worker that finds a flush under way leaves its batch to that flusher.
 void Device::flush_outbound(Peer& p, Batch* done) {
-  p.drain_outbound(done, [&](Batch* b) {
+  p.drain_outbound(PeerAccess{}, done, [&](Batch* b) {
     std::array<std::span<const uint8_t>, kMaxBatch> dgrams;
     bool data = false;
     uint64_t bytes = 0;
@@ -168,11 +168,11 @@ void Device::flush_outbound(Peer& p, Batch* done) {
       // The timers first: the answer may be back before send_to_peer returns, and its
       // hooks (any packet received clears the new-handshake timer) must find these done.
       auto now = this->now();
-      const auto deadline = p.with_timers([&](Timers& t) {
+      const auto deadline = p.with_timers(PeerAccess{}, [&](Timers& t) {
         on_transport_sent(t, data, now);
         return t.next_deadline();
       });
-      p.count_sent(bytes);
+      p.count_sent(PeerAccess{}, bytes);
       send_to_peer(p, std::span(dgrams.data(), b->count));
       timer_list_.poke_before(p, deadline);
     }
@@ -188,7 +188,7 @@ void Device::send_to_peer(Peer& p, std::span<const std::span<const uint8_t>> dat
   std::error_code ec;
   bind_.send(datagrams, *ep, ec);
   if (ec) log::verbose("send to {}: {}", ep->to_string(), ec.message());
-  if (had_source && !ep->has_source) p.endpoint_source_failed(*ep);  // the Bind cleared it
+  if (had_source && !ep->has_source) p.endpoint_source_failed(PeerAccess{}, *ep);  // the Bind cleared it
 }
 
 // A peer whose initiation was refused (nobody listens at its endpoint: it may be starting)
@@ -212,11 +212,11 @@ void Device::endpoint_refused(const conn::Endpoint& destination) {
     }
   }
   if (!p) return;
-  const auto sent = p->last_initiation();
+  const auto sent = p->last_initiation(PeerAccess{});
   if (!sent) return;
-  const auto gap = p->with_timers([&](Timers& t) { return t.initiation_refused(*sent); });
+  const auto gap = p->with_timers(PeerAccess{}, [&](Timers& t) { return t.initiation_refused(*sent); });
   if (!gap) return;
-  p->allow_initiation_after(*sent, *gap);
+  p->allow_initiation_after(PeerAccess{}, *sent, *gap);
   timer_list_.poke_before(*p, *sent + *gap);
 }
 
@@ -230,14 +230,14 @@ void Device::send_initiation(Peer& p, bool retry) {
     std::shared_lock lock(config_mu_);
     id = identity_;
   }
-  if (!id || !p.create_initiation(*id, now, noise::tai64n(wall_now()), msg)) return;
+  if (!id || !p.create_initiation(PeerAccess{}, *id, now, noise::tai64n(wall_now()), msg)) return;
   // The timers and counters before the message leaves: a response can be back (and its
   // handshake_complete run) before send_to_peer returns; arming the retransmission after
   // it would resend an initiation that was already answered.
-  p.with_timers([&](Timers& t) { on_initiation_sent(t, retry, now); });
+  p.with_timers(PeerAccess{}, [&](Timers& t) { on_initiation_sent(t, retry, now); });
   last_initiation_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
-  p.count_sent(sizeof msg);
-  p.record_initiation(wall_now());
+  p.count_sent(PeerAccess{}, sizeof msg);
+  p.record_initiation(PeerAccess{}, wall_now());
   send_message(&p, nullptr, std::span(reinterpret_cast<const uint8_t*>(&msg), sizeof msg));
   timer_list_.poke(p);
 }

@@ -17,7 +17,7 @@ void TimerList::poke() {
 }
 
 void TimerList::list(Peer& p) {
-  if (p.list_for_timers()) peers_.push_back(p.shared_from_this());
+  if (p.list_for_timers(PeerAccess{})) peers_.push_back(p.shared_from_this());
 }
 
 void TimerList::poke(Peer& p) {
@@ -30,7 +30,7 @@ void TimerList::poke(Peer& p) {
 }
 
 void TimerList::poke_before(Peer& p, std::optional<TimePoint> deadline) {
-  if (!p.listed_for_timers()) {
+  if (!p.listed_for_timers(PeerAccess{})) {
     std::lock_guard lock(mu_);
     list(p);
   }
@@ -53,7 +53,7 @@ void TimerList::run(const std::function<TimePoint()>& now_fn,
     lock.unlock();
     keep.reserve(scan.size());
     for (auto& p : scan) {
-      const auto [a, next] = p->run_timers(now);
+      const auto [a, next] = p->run_timers(PeerAccess{}, now);
       if (next) {
         wake = std::min(wake, *next);
         keep.push_back(p);

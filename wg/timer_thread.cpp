@@ -9,12 +9,12 @@ namespace wg {
 
 void Device::run_timers(Peer& p, const TimerActions& a) {
   if (!up_) return;
-  if (a.clear_source) p.clear_endpoint_source();
+  if (a.clear_source) p.clear_endpoint_source(PeerAccess{});
   if (a.give_up) {
     log::event("{}: no handshake after {} attempts, giving up until new traffic", p, kMaxTimerHandshakes + 2);
-    p.clear_staged();
+    p.clear_staged(PeerAccess{});
   }
-  if (a.zero_keys) p.zero_keys();
+  if (a.zero_keys) p.zero_keys(PeerAccess{});
   if (a.send_initiation) send_initiation(p, a.retry);
   if (a.send_keepalive) send_keepalive(p);
 }

@@ -78,6 +78,7 @@
 #include "tun/memory.hpp"
 #include "wg/device.hpp"
 #include "wg/timer_hooks.hpp"
+#include "../support/peer_access.hpp"
 #include "wg/transport_aead.hpp"
 
 namespace wg {
@@ -123,7 +124,7 @@ struct DeviceFuzzAccess {
     keys.local_index = d.index_table_.new_index(p.shared_from_this());
     d.install_keypair(p, keys, initiator);
     const auto now = Clock::now();
-    p.with_timers([&](Timers& t) {
+    p.with_timers(PeerTestAccess::key(), [&](Timers& t) {
       if (initiator)
         on_response_consumed(t, now);
       else

@@ -17,11 +17,14 @@
 #include "wg/device.hpp"
 #include "../support/device_pair.hpp"
 #include "../support/eventually.hpp"
+#include "../support/peer_access.hpp"
 
 using namespace wg;
 using namespace std::chrono_literals;
 
 namespace {
+
+const PeerAccess kAccess = PeerTestAccess::key();
 
 struct FakeClock {
   const TimePoint base = Clock::now();
@@ -286,8 +289,8 @@ TEST_CASE("device clock: a refused initiation is retried after 100 ms, doubling,
   // The refusal reaches a's timers from its receive thread: wait for the moved deadline.
   auto retry_after = [&](Clock::duration gap) {
     return eventually([&] {
-      auto sent = pr.a_to_b->last_initiation();
-      auto next = pr.a_to_b->with_timers([](Timers& t) { return t.next_deadline(); });
+      auto sent = pr.a_to_b->last_initiation(kAccess);
+      auto next = pr.a_to_b->with_timers(kAccess, [](Timers& t) { return t.next_deadline(); });
       return sent && next && *next == *sent + gap;
     });
   };
@@ -307,7 +310,7 @@ TEST_CASE("device clock: a refused initiation is retried after 100 ms, doubling,
     CHECK(at - last < gap + kStep);
     last = at;
   }
-  CHECK(pr.a_to_b->with_timers([](Timers& t) { return t.handshake_attempts(); }) == 0);
+  CHECK(pr.a_to_b->with_timers(kAccess, [](Timers& t) { return t.handshake_attempts(); }) == 0);
   // The fourth was refused too; then b comes up, the next retry (800 ms on) is answered
   // and the packet that waited follows.
   REQUIRE(retry_after(800ms));

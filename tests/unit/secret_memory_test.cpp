@@ -13,10 +13,13 @@
 #include "wg/base/secret_memory.hpp"
 #include "wg/device.hpp"
 #include "../support/device_pair.hpp"
+#include "../support/peer_access.hpp"
 
 using namespace wg;
 
 namespace {
+
+const PeerAccess kAccess = PeerTestAccess::key();
 
 // The VmFlags line of the mapping that holds `p`, or "" if none does.
 std::string vm_flags_of(const void* p) {
@@ -48,7 +51,7 @@ TEST_CASE("secret memory: peers and keypairs are kept out of core dumps", "[keyp
   pair.a.tun.inject(wgtest::ip4_packet(1, 2, 0));
   REQUIRE(pair.b.tun.take(std::chrono::seconds(5)));
   CHECK(not_dumped(pair.a_to_b.get()));
-  const KeypairPtr kp = pair.a_to_b->current_keypair();
+  const KeypairPtr kp = pair.a_to_b->current_keypair(kAccess);
   REQUIRE(kp);
   CHECK(not_dumped(kp.get()));
   CHECK(secret_memory_stats().mapped > 0);

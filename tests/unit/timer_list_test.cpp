@@ -13,11 +13,14 @@
 #include "wg/peer.hpp"
 #include "wg/timer_hooks.hpp"
 #include "wg/timer_list.hpp"
+#include "../support/peer_access.hpp"
 
 using namespace std::chrono_literals;
 using namespace wg;
 
 namespace {
+
+const PeerAccess kAccess = PeerTestAccess::key();
 
 // A timer thread over a clock the test moves; each act is recorded.
 struct Fixture {
@@ -62,11 +65,11 @@ struct Fixture {
 TEST_CASE("timer list: a listed peer's due timer reaches act once it is due", "[timer_list]") {
   Fixture f;
   auto p = f.peer();
-  p->with_timers([&](Timers& t) { on_initiation_sent(t, false, f.now()); });
+  p->with_timers(kAccess, [&](Timers& t) { on_initiation_sent(t, false, f.now()); });
   f.list.poke(*p);
   REQUIRE(f.list.round());
   CHECK(f.acted() == 0);  // the retransmission is REKEY_TIMEOUT away
-  CHECK(p->listed_for_timers());
+  CHECK(p->listed_for_timers(kAccess));
   f.advance(kRekeyTimeout + 1s);  // past any jitter
   REQUIRE(f.list.round());
   const auto acts = f.taken();
@@ -81,28 +84,28 @@ TEST_CASE("timer list: a peer with nothing armed is unlisted after a round", "[t
   auto p = f.peer();
   f.list.poke(*p);  // the thread may scan it at once: only after a round is it certain
   REQUIRE(f.list.round());
-  CHECK(!p->listed_for_timers());
+  CHECK(!p->listed_for_timers(kAccess));
   CHECK(f.acted() == 0);
   // Armed again, poke_before lists it again, and it stays listed while armed.
-  const auto deadline = p->with_timers([&](Timers& t) {
+  const auto deadline = p->with_timers(kAccess, [&](Timers& t) {
     on_initiation_sent(t, false, f.now());
     return t.next_deadline();
   });
   f.list.poke_before(*p, deadline);
-  CHECK(p->listed_for_timers());
+  CHECK(p->listed_for_timers(kAccess));
 }
 
 TEST_CASE("timer list: a removed peer gets no act and leaves the list", "[timer_list]") {
   Fixture f;
   auto p = f.peer();
-  p->with_timers([&](Timers& t) { on_initiation_sent(t, false, f.now()); });
+  p->with_timers(kAccess, [&](Timers& t) { on_initiation_sent(t, false, f.now()); });
   f.list.poke(*p);
   REQUIRE(f.list.round());
-  p->mark_removed();
+  p->mark_removed(kAccess);
   f.advance(kRekeyTimeout + 1s);
   REQUIRE(f.list.round());
   CHECK(f.acted() == 0);
-  CHECK(!p->listed_for_timers());
+  CHECK(!p->listed_for_timers(kAccess));
   CHECK(p.use_count() == 1);  // the list let go of it
 }
 
@@ -113,10 +116,10 @@ TEST_CASE("timer list: take_removed hands back removed peers still listed", "[ti
   TimerList list;
   auto kept = f.peer(), gone = f.peer();
   for (auto& p : {kept, gone}) {
-    p->with_timers([&](Timers& t) { on_initiation_sent(t, false, f.now()); });
+    p->with_timers(kAccess, [&](Timers& t) { on_initiation_sent(t, false, f.now()); });
     list.poke(*p);
   }
-  gone->mark_removed();
+  gone->mark_removed(kAccess);
   auto taken = list.take_removed();
   REQUIRE(taken.size() == 1);
   CHECK(taken[0] == gone);
