@@ -33,6 +33,7 @@ u32_t g_now = 1000;
 }
 extern "C" u32_t sys_now(void) { return g_now; }
 extern "C" u32_t wgnet_lwip_now_us(void) { return g_now * 1000u; }
+extern "C" u32_t wgnet_lwip_slow_ticks(void) { return g_now / 20u; }  // TCP_TICKS_NOW (patch 0012)
 
 namespace {
 

@@ -85,23 +85,26 @@ namespace wg {
 
 // The private receive steps, for this target only.
 struct DeviceFuzzAccess {
-  // One batch through bind_receiver: classify, look up, decrypt, flush to the TUN.
+  // One batch through bind_receiver: classify, look up, decrypt, flush to the TUN. As a
+  // socket would, the batch is handed out over as many reads as the receiver's buffers
+  // take (ReadDepth), then the receive is cancelled.
   static void receive(Device& d, std::vector<std::vector<uint8_t>>& batch, const conn::Endpoint& from) {
-    bool given = false;
+    size_t next = 0;
     conn::ReceiveFn fn = [&](std::span<const std::span<uint8_t>> bufs, std::span<uint8_t*> at,
                              std::span<size_t> sizes, std::span<conn::Endpoint> eps, std::error_code& ec) -> size_t {
-      if (given) {
+      if (next == batch.size()) {
         ec = std::make_error_code(std::errc::operation_canceled);
         return 0;
       }
-      given = true;
-      size_t n = std::min(batch.size(), bufs.size());
+      size_t n = std::min(batch.size() - next, bufs.size());
       for (size_t i = 0; i < n; ++i) {
-        if (!batch[i].empty()) std::memcpy(bufs[i].data(), batch[i].data(), batch[i].size());
+        const auto& dgram = batch[next + i];
+        if (!dgram.empty()) std::memcpy(bufs[i].data(), dgram.data(), dgram.size());
         at[i] = bufs[i].data();
-        sizes[i] = batch[i].size();
+        sizes[i] = dgram.size();
         eps[i] = from;
       }
+      next += n;
       ec.clear();
       return n;
     };
