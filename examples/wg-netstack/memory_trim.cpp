@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "wg/base/log.hpp"
 
@@ -30,10 +32,20 @@ size_t heap_slack() {
   return resident > in_use ? resident - in_use : 0;
 }
 
-void trim_when_slack_grows(std::shared_ptr<boost::asio::steady_timer> timer, size_t base_slack) {
+std::chrono::microseconds process_cpu() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::microseconds(ts.tv_nsec / 1000);
+}
+
+namespace {
+
+void trim_loop(std::shared_ptr<boost::asio::steady_timer> timer, size_t base_slack,
+               std::chrono::microseconds looked_at) {
   timer->expires_after(std::chrono::seconds(1));
-  timer->async_wait([timer, base_slack](const boost::system::error_code& ec) mutable {
+  timer->async_wait([timer, base_slack, looked_at](const boost::system::error_code& ec) mutable {
     if (ec) return;
+    if (process_cpu() - looked_at < kTrimCheckCpu) return trim_loop(timer, base_slack, looked_at);
     const size_t slack = heap_slack();
     if (slack >= base_slack + kTrimSlackGrowth) {
       const auto start = std::chrono::steady_clock::now();
@@ -45,8 +57,14 @@ void trim_when_slack_grows(std::shared_ptr<boost::asio::steady_timer> timer, siz
     } else {
       base_slack = std::min(base_slack, slack);
     }
-    trim_when_slack_grows(timer, base_slack);
+    trim_loop(timer, base_slack, process_cpu());
   });
+}
+
+}  // namespace
+
+void trim_when_slack_grows(std::shared_ptr<boost::asio::steady_timer> timer, size_t base_slack) {
+  trim_loop(std::move(timer), base_slack, process_cpu());
 }
 
 }  // namespace wgns
