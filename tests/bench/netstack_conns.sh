@@ -14,11 +14,17 @@
 #   churn:    R new connections a second for S s (default 500 × 20), each SOCKS5
 #             CONNECT + 64-byte request/echo + close: p50/p90/p99/max latency, and
 #             wg-netstack's CPU over the run.
+#   idle:     per N of --idle-conns (default "0 1000 10000"): N connections held (each
+#             proved by an echo), then left idle for --idle-seconds (default 60): the
+#             proxy's CPU time and wake-ups (context switches of all its threads) over
+#             that time, then every connection echoes once more. With --wireproxy PATH
+#             the same for that wireproxy, each N right after wg-netstack's; with
+#             --idle-also "FLAGS" for a wg-netstack started with those flags too.
 # The phases run in that order, each against a wg-netstack started for it (VmRSS
 # "before" is after its first connection). Every client has a deadline.
 # NETSTACK_LOG_LEVEL=verbose shows wg-netstack's memory trims.
 set -u
-usage() { echo "usage: $0 BIN_DIR [--conns LIST] [--rate R] [--seconds S] [--bytes N] [--peer IMPL] [--phases LIST]" >&2; exit 2; }
+usage() { echo "usage: $0 BIN_DIR [--conns LIST] [--rate R] [--seconds S] [--bytes N] [--peer IMPL] [--phases LIST] [--idle-conns LIST] [--idle-seconds S] [--wireproxy PATH] [--idle-also FLAGS]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 BIN_SRC=$(cd "$1" 2>/dev/null && pwd) || { echo "no such BIN_DIR: $1" >&2; exit 2; }
 shift
@@ -28,6 +34,10 @@ SECS=20
 BYTES=1073741824
 PEER=wg-tun
 PHASES=transfer,hold,churn
+IDLE_LIST="0 1000 10000"
+IDLE_SECS=60
+WIREPROXY_SRC=
+IDLE_ALSO=
 while [ $# -gt 0 ]; do
   case $1 in
     --conns) CONNS_LIST=${2:-}; shift 2 || usage ;;
@@ -36,12 +46,21 @@ while [ $# -gt 0 ]; do
     --bytes) BYTES=${2:-}; shift 2 || usage ;;
     --peer) PEER=${2:-}; shift 2 || usage ;;
     --phases) PHASES=${2:-}; shift 2 || usage ;;
+    --idle-conns) IDLE_LIST=${2:-}; shift 2 || usage ;;
+    --idle-seconds) IDLE_SECS=${2:-}; shift 2 || usage ;;
+    --wireproxy) WIREPROXY_SRC=${2:-}; shift 2 || usage ;;
+    --idle-also) IDLE_ALSO=${2:-}; shift 2 || usage ;;
     *) usage ;;
   esac
 done
 for n in $CONNS_LIST; do
   [[ $n =~ ^[1-9][0-9]*$ && $n -le 10000 ]] || { echo "--conns: 1..10000 each" >&2; exit 2; }
 done
+for n in $IDLE_LIST; do
+  [[ $n =~ ^[0-9]+$ && $n -le 10000 ]] || { echo "--idle-conns: 0..10000 each" >&2; exit 2; }
+done
+[[ $IDLE_SECS =~ ^[1-9][0-9]*$ && $IDLE_SECS -le 600 ]] || { echo "--idle-seconds: 1..600" >&2; exit 2; }
+[ -z "$WIREPROXY_SRC" ] || [ -x "$WIREPROXY_SRC" ] || { echo "--wireproxy: no program at $WIREPROXY_SRC" >&2; exit 2; }
 [[ $RATE =~ ^[1-9][0-9]*$ && $RATE -le 2000 ]] || { echo "--rate: 1..2000" >&2; exit 2; }
 [[ $SECS =~ ^[1-9][0-9]*$ && $SECS -le 120 ]] || { echo "--seconds: 1..120" >&2; exit 2; }
 [[ $BYTES =~ ^[1-9][0-9]*$ && $BYTES -le 8589934592 ]] || { echo "--bytes: 1..8 GiB" >&2; exit 2; }
@@ -62,6 +81,7 @@ trap 'exit 130' INT TERM
 mkdir -p "$TMP/bin"
 cp -p "$BIN_SRC/wg-netstack" "$TMP/bin/"
 [ "$PEER" = wg-tun ] && cp -p "$BIN_SRC/wg-tun" "$TMP/bin/"
+[ -n "$WIREPROXY_SRC" ] && cp -p "$WIREPROXY_SRC" "$TMP/bin/wireproxy"
 WGNET_BIN="$TMP/bin"
 PEER_IMPL=$PEER
 . "$(dirname "$0")/../netns/netstack_conns_lib.sh"
@@ -104,6 +124,37 @@ hold_run() { # N
   HOLD_ROWS+=("| $n | $ok | $failed | $((before / 1024)) | $((held / 1024)) | $(( (held - before) * 1024 / n )) | $((after / 1024)) | $((later / 1024)) |")
 }
 
+# Context switches of every thread of PID so far: its wake-ups.
+wakeups() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {n += $2} END {print n + 0}'; }
+
+idle_run() { # N NAME
+  local n=$1 name=$2 line c0 c1 w0 w1 t0 t1 eok=- efailed=-
+  if [ "$n" -gt 0 ]; then
+    hold_start "$n"
+    if ! line=$(wait_line "$TMP/hold.out" '^held ' 600); then
+      log "idle $name $n: no result"; cat "$TMP/hold.err"; hold_end; return 1
+    fi
+    read -r _ ok failed _ <<<"$line"
+    [ "$ok" = "$n" ] || log "idle $name $n: only $ok held ($failed failed)"
+  fi
+  sleep 2  # the last echoes' ACKs
+  c0=$(cpu_ticks "$NETSTACK_PID"); w0=$(wakeups "$NETSTACK_PID"); t0=$(date +%s%N)
+  sleep "$IDLE_SECS"
+  c1=$(cpu_ticks "$NETSTACK_PID"); w1=$(wakeups "$NETSTACK_PID"); t1=$(date +%s%N)
+  if [ "$n" -gt 0 ]; then
+    hold_cmd echo
+    line=$(wait_line "$TMP/hold.out" '^echo ' 300) || line="echo ? ? ?"
+    read -r _ eok efailed _ <<<"$line"
+    hold_end
+  fi
+  local secs cpu rate
+  secs=$(python3 -c "print('%.1f' % (($t1 - $t0) / 1e9))")
+  cpu=$(python3 -c "print('%.2f' % (($c1 - $c0) / $CLK_TCK))")
+  rate=$(python3 -c "print('%.1f' % (($w1 - $w0) / (($t1 - $t0) / 1e9)))")
+  log "idle $name $n: CPU $cpu s in $secs s, $rate wake-ups/s; echo after: $eok ok, $efailed failed"
+  IDLE_ROWS+=("| $n | $name | $cpu | $rate | $eok |")
+}
+
 churn_run() {
   local c0 c1 t0 t1 line
   c0=$(cpu_ticks "$NETSTACK_PID"); t0=$(date +%s%N)
@@ -134,6 +185,7 @@ transfer_run() { # download|upload
 }
 
 HOLD_ROWS=()
+IDLE_ROWS=()
 LINES=()
 log "netstack conns: peer $PEER, prefix $PREFIX, wg-netstack $(sha256sum "$WGNET_BIN/wg-netstack" | cut -c1-12)"
 conns_setup || { log "setup failed"; for f in "$TMP"/*.log; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
@@ -162,6 +214,28 @@ if has_phase churn; then
   fresh_netstack
   churn_run
 fi
+if has_phase idle; then
+  for n in $IDLE_LIST; do
+    fresh_netstack
+    idle_run "$n" wg-netstack
+    if [ -n "$WIREPROXY_SRC" ]; then
+      netstack_stop
+      WIREPROXY="$TMP/bin/wireproxy" netstack_start || { log "wireproxy did not start"; exit 1; }
+      idle_run "$n" wireproxy
+      netstack_stop
+      FRESH=1
+      netstack_start || { log "wg-netstack did not come back"; exit 1; }
+    fi
+    if [ -n "$IDLE_ALSO" ]; then
+      netstack_stop
+      NETSTACK_ARGS="${NETSTACK_ARGS:-} $IDLE_ALSO" netstack_start || { log "wg-netstack $IDLE_ALSO did not start"; exit 1; }
+      idle_run "$n" "wg-netstack $IDLE_ALSO"
+      netstack_stop
+      FRESH=1
+      netstack_start || { log "wg-netstack did not come back"; exit 1; }
+    fi
+  done
+fi
 
 echo
 echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC') · kernel $(uname -r) · nproc $(nproc) · peer $PEER · load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -169,5 +243,10 @@ if [ ${#HOLD_ROWS[@]} -gt 0 ]; then
   echo "| held | ok | failed | VmRSS before (MiB) | held (MiB) | B per connection | closed (MiB) | 5 s later (MiB) |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${HOLD_ROWS[@]}"
+fi
+if [ ${#IDLE_ROWS[@]} -gt 0 ]; then
+  echo "| held idle | proxy | CPU over $IDLE_SECS s (s) | wake-ups/s | echo after |"
+  echo "|---:|---|---:|---:|---:|"
+  printf '%s\n' "${IDLE_ROWS[@]}"
 fi
 printf '%s\n' "${LINES[@]:-}"

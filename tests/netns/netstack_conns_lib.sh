@@ -91,11 +91,21 @@ CONF
 # netstack_start: starts wg-netstack in A (NETSTACK_PID) and waits until one connection
 # gets through the tunnel (the first one waits for the handshake). Its connection cap is
 # raised to the descriptor limit: 10,000 held are past the default.
+# NETSTACK_ARGS: more wg-netstack flags. With WIREPROXY (a path), that wireproxy runs
+# instead (same file, its [Socks5] section; no health endpoint).
 netstack_start() {
-  bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" --log-level "${NETSTACK_LOG_LEVEL:-error}" \
-    --socks5 "$SOCKS" --health "$HEALTH" --max-connections 20000
-  NETSTACK_PID=${PIDS[-1]}
-  wait_listen "$NS_A" "$SOCKS" && wait_listen "$NS_A" "$HEALTH" || return 1
+  if [ -n "${WIREPROXY:-}" ]; then
+    { cat "$TMP/a.conf"; printf '\n[Socks5]\nBindAddress = %s\n' "$SOCKS"; } >"$TMP/wireproxy.conf"
+    bg "$NS_A" wireproxy "$WIREPROXY" -s -c "$TMP/wireproxy.conf"
+    NETSTACK_PID=${PIDS[-1]}
+    wait_listen "$NS_A" "$SOCKS" || return 1
+  else
+    # shellcheck disable=SC2086  # NETSTACK_ARGS: more flags, split on spaces
+    bg "$NS_A" wg-netstack "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" --log-level "${NETSTACK_LOG_LEVEL:-error}" \
+      --socks5 "$SOCKS" --health "$HEALTH" --max-connections 20000 ${NETSTACK_ARGS:-}
+    NETSTACK_PID=${PIDS[-1]}
+    wait_listen "$NS_A" "$SOCKS" && wait_listen "$NS_A" "$HEALTH" || return 1
+  fi
   echo close | na timeout 30 python3 "$CONNS_PY" hold "$SOCKS" "$TARGET" "$ECHO_PORT" 1 \
     >"$TMP/warmup.out" 2>&1
   grep -q '^held 1 0 ' "$TMP/warmup.out" || { log "no connection through the tunnel:"; cat "$TMP/warmup.out"; return 1; }
