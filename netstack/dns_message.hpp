@@ -22,7 +22,7 @@ inline constexpr uint8_t kRcodeServFail = 2;
 inline constexpr uint8_t kRcodeNxDomain = 3;
 
 inline constexpr size_t kHeaderSize = 12;
-inline constexpr size_t kMaxNameChars = 253;    
+inline constexpr size_t kMaxNameChars = 253;
 inline constexpr size_t kMaxNameWireSize = 255;
 inline constexpr size_t kMaxLabelSize = 63;
 inline constexpr int kMaxPointerFollows = 128;    // per name
