@@ -1010,7 +1010,7 @@ struct IdleConnections {
 
 }  // namespace
 
-TEST_CASE("lwip tcp timers: idle connections are not visited; a busy one costs its own ticks", "[lwip-tcp]") {
+TEST_CASE("lwip tcp timers: idle connections are not visited, a busy one costs its own ticks", "[lwip-tcp]") {
   init_once();
   Link link;
   IdleConnections idle(link, 1000);
