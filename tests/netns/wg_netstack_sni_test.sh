@@ -3,7 +3,7 @@
 # TLS clients reach an HTTPS server in B by the name in their ClientHello, bytes intact
 # both ways; ClientHellos without a usable name, half ones and names that do not resolve
 # are closed; /metrics counts them; [Resolve] ResolveStrategy picks the family. Then
-# wireproxy 1.1.3's README sample config, unchanged: -n, and its listeners in a namespace
+# wireproxy 1.1.3's README sample config (its addresses in the test network): -n, and its listeners in a namespace
 # that has nothing but lo.
 #
 #        namespace $NS_A                                  namespace $NS_B
@@ -250,7 +250,7 @@ out=$(na curl -sS "${tls[@]}" https://web.test:8443/whoami 2>&1)
 check "ipv4: web.test dialed on its A record: the server saw 198.19.0.1 ($out)" test "$out" = "198.19.0.1"
 stop "$NETSTACK"
 
-log "--- wireproxy 1.1.3's README sample, unchanged ---"
+log "--- wireproxy 1.1.3's README sample ---"
 SAMPLE=$HERE/wireproxy-1.1.3-sample.conf
 out=$("$N" -n -c "$SAMPLE" 2>"$TMP/sample-n.err"); rc=$?
 check "-n on the sample: Config OK, exit 0 ($out, rc $rc; $(head -c 300 "$TMP/sample-n.err"))" \
@@ -273,7 +273,7 @@ connects() { ip netns exec "$NS_C" timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2"' 
 check "  its log: up, with SOCKS5, HTTP and SNI" \
   eventually 50 grep -q "up, UDP port .*SOCKS5 on 127.0.0.1:25344, HTTP on 127.0.0.1:25345, SNI on 0.0.0.0:443" "$TMP/sample.log"
 # The peer is out of reach: [STDIOTunnel]'s dial (ssh.myserver.net through DNS
-# 10.200.200.1, which no AllowedIPs route) fails at once. wireproxy logs that and goes on
+# 198.19.0.1, which no AllowedIPs route) fails at once. wireproxy logs that and goes on
 # serving the other sections.
 eventually 30 grep -q "stdio tunnel: ssh.myserver.net:22: " "$TMP/sample.log"
 if kill -0 "$SAMPLE_PID" 2>/dev/null; then
