@@ -17,21 +17,28 @@ namespace wg {
 inline constexpr size_t kMaxBatch = 128;
 
 // How many buffers a reader holds for its next read: twice as many (up to its batch)
-// after a read that filled all it held; after one that filled less than a quarter,
-// twice what it filled (at least kMin). A reader waiting after a burst so pins a few
-// buffers, not a batch of 64 KiB ones.
+// after a read that filled all it held; kMin again after kWindow reads in a row of at
+// most kMin / 2 packets each. A reader waiting after a burst so pins a few buffers, not
+// a batch of 64 KiB ones, while a busy one whose reads come up short keeps its batch.
 class ReadDepth {
 public:
   static constexpr size_t kMin = 8;
+  static constexpr unsigned kWindow = 16;
   explicit ReadDepth(size_t batch) : max_(batch), want_(std::min(batch, kMin)) {}
   size_t want() const { return want_; }
   void used(size_t n, size_t held) {
     if (n >= held) want_ = std::min(want_ * 2, max_);
-    else if (n * 4 < want_) want_ = std::min(std::max(n * 2, kMin), max_);
+    if (n > kMin / 2) {
+      sparse_ = 0;
+    } else if (++sparse_ == kWindow) {
+      want_ = std::min(kMin, max_);
+      sparse_ = 0;
+    }
   }
 
 private:
   size_t max_, want_;
+  unsigned sparse_ = 0;  // reads in a row of at most kMin / 2 packets
 };
 
 class Peer;

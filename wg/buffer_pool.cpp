@@ -55,6 +55,19 @@ size_t BufferPool::trim(std::chrono::steady_clock::time_point now, size_t keep,
   return n;
 }
 
+bool BufferPool::hold(uint8_t** bufs, size_t& have, size_t want, const std::atomic<bool>* stop) {
+  if (have > want) {
+    give(bufs + want, have - want);
+    have = want;
+  }
+  while (have < want) {
+    const size_t got = take(bufs + have, want - have, stop);
+    if (got == 0) return false;
+    have += got;
+  }
+  return true;
+}
+
 size_t BufferPool::take(uint8_t** out, size_t n, const std::atomic<bool>* stop) {
   std::unique_lock lock(mu_);
   auto stopped = [&] { return closed_ || (stop && stop->load(std::memory_order_relaxed)); };

@@ -32,6 +32,9 @@ public:
   size_t take(uint8_t** out, size_t n, const std::atomic<bool>* stop = nullptr);
   // Never blocks.
   size_t try_take(uint8_t** out, size_t n);
+  // Makes the `have` buffers a reader holds at bufs `want`: the surplus given back, the
+  // rest taken as take() does. False (with `have` what it got) once take() returns 0.
+  bool hold(uint8_t** bufs, size_t& have, size_t want, const std::atomic<bool>* stop = nullptr);
   void give(uint8_t* const* bufs, size_t n);
   void give(uint8_t* buf) { give(&buf, 1); }
   // Before any share is handed on; n >= 1.

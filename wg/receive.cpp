@@ -55,14 +55,9 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
   std::array<Batch*, kMaxBatch> ready{};      // batches of this pass, to hand on at its end
   size_t have = 0;
   ReadDepth depth(batch_);
-  while (have < depth.want()) {
-    // At least one, or none when stopping.
-    const size_t got = buffers_.take(bufs.data() + have, depth.want() - have, &receivers_stop_);
-    if (got == 0) {
-      buffers_.give(bufs.data(), have);
-      return;
-    }
-    have += got;
+  if (!buffers_.hold(bufs.data(), have, depth.want(), &receivers_stop_)) {  // stopping
+    buffers_.give(bufs.data(), have);
+    return;
   }
   unsigned failures = 0;  // receives failed in a row
 
@@ -150,17 +145,8 @@ void Device::bind_receiver(conn::ReceiveFn receive) {
       ready[q]->peer->queue_inbound(PeerAccess{}, ready[q]);
       submit(ready[q]);
     }
-    if (kept > depth.want()) {
-      buffers_.give(bufs.data() + depth.want(), kept - depth.want());
-      kept = depth.want();
-    }
-    while (kept < depth.want()) {
-      size_t got = buffers_.take(bufs.data() + kept, depth.want() - kept, &receivers_stop_);
-      if (got == 0) break;  // stopping
-      kept += got;
-    }
     have = kept;
-    if (have < depth.want()) break;
+    if (!buffers_.hold(bufs.data(), have, depth.want(), &receivers_stop_)) break;  // stopping
   }
   buffers_.give(bufs.data(), have);
 }

@@ -29,16 +29,7 @@ void Device::tun_reader(tun::Device& dev) {
   ReadDepth depth(batch_);
 
   while (!closing_) {
-    if (have > depth.want()) {
-      buffers_.give(bufs.data() + depth.want(), have - depth.want());
-      have = depth.want();
-    }
-    while (have < depth.want()) {
-      size_t got = buffers_.take(bufs.data() + have, depth.want() - have);
-      if (got == 0) break;  // closing
-      have += got;
-    }
-    if (have < depth.want()) break;
+    if (!buffers_.hold(bufs.data(), have, depth.want())) break;  // closing
     for (size_t i = 0; i < have; ++i) spans[i] = {bufs[i], kBufferSize - kTailroom};
 
     std::error_code ec;

@@ -107,25 +107,31 @@ TEST_CASE("pool: a trim frees the buffers idle since the last one, coldest first
   CHECK(pool.allocated() == 8);
 }
 
-TEST_CASE("pool: a reader holds more buffers after full reads and fewer after sparse ones", "[pool]") {
-  wg::ReadDepth d(128);
-  CHECK(d.want() == wg::ReadDepth::kMin);
+TEST_CASE("pool: a reader holds more buffers after full reads and fewer after a run of sparse ones", "[pool]") {
+  using wg::ReadDepth;
+  ReadDepth d(128);
+  CHECK(d.want() == ReadDepth::kMin);
   d.used(8, 8);  // every buffer filled: twice as many next time
   CHECK(d.want() == 16);
   for (int i = 0; i < 10; ++i) d.used(d.want(), d.want());
   CHECK(d.want() == 128);  // never past the batch
-  d.used(40, 128);  // a quarter or more: kept
+  // Short reads (a busy reader that drains its source each time) keep the batch.
+  for (unsigned i = 0; i < 4 * ReadDepth::kWindow; ++i) d.used(ReadDepth::kMin / 2 + 1, 128);
   CHECK(d.want() == 128);
-  d.used(31, 128);  // less than a quarter: twice what it filled
-  CHECK(d.want() == 62);
-  d.used(1, 62);  // the first sparse read after a burst: back to the minimum
-  CHECK(d.want() == wg::ReadDepth::kMin);
-  d.used(1, 8);
-  CHECK(d.want() == wg::ReadDepth::kMin);  // never below it
-  wg::ReadDepth small(4);  // a batch below the minimum is the whole depth
+  // A run of sparse reads broken before its end by a busier one: kept too.
+  for (unsigned i = 0; i + 1 < ReadDepth::kWindow; ++i) d.used(1, 128);
+  d.used(ReadDepth::kMin, 128);
+  for (unsigned i = 0; i + 1 < ReadDepth::kWindow; ++i) d.used(ReadDepth::kMin / 2, 128);
+  CHECK(d.want() == 128);
+  // The run's last read: back to the minimum.
+  d.used(0, 128);
+  CHECK(d.want() == ReadDepth::kMin);
+  for (unsigned i = 0; i < ReadDepth::kWindow; ++i) d.used(1, 8);
+  CHECK(d.want() == ReadDepth::kMin);  // never below it
+  ReadDepth small(4);  // a batch below the minimum is the whole depth
   CHECK(small.want() == 4);
   small.used(4, 4);
   CHECK(small.want() == 4);
-  small.used(0, 4);
+  for (unsigned i = 0; i < ReadDepth::kWindow; ++i) small.used(0, 4);
   CHECK(small.want() == 4);
 }

@@ -335,10 +335,14 @@ TEST_CASE("device clock: buffers a burst needed and that then stayed idle for 10
   pr.wire.cut_from = 0;
   pr.advance(kRekeyTimeout + kRekeyTimeoutJitterMax);
   for (uint32_t i = 0; i < kBurst; ++i) REQUIRE(pr.b.tun.take(5s));
-  // One packet after the burst: a's TUN reader, as its receiver will with b's keepalive,
-  // reads one where it had read many.
-  pr.a.tun.inject(ip4_packet(1, 2, kBurst));
-  REQUIRE(pr.b.tun.take(5s));
+  // Sparse traffic after the burst, one packet each way at a time: a's TUN reader and
+  // its receiver read one where they had read many, for a whole run of reads.
+  for (uint32_t i = 0; i < ReadDepth::kWindow; ++i) {
+    pr.b.tun.inject(ip4_packet(2, 1, i));
+    REQUIRE(pr.a.tun.take(5s));
+    pr.a.tun.inject(ip4_packet(1, 2, kBurst + i));
+    REQUIRE(pr.b.tun.take(5s));
+  }
   pr.keepalive_from_b();  // the last datagram of the exchange: quiet from here on
   REQUIRE(eventually([&] { return pool.idle() >= kBurst; }));
   const size_t allocated = pool.allocated(), idle = pool.idle();
