@@ -1112,3 +1112,57 @@ TEST_CASE("lwip tcp timers: with only TIME-WAIT left nothing is visited, and TIM
   CHECK(tcp_tw_pcbs == nullptr);
   CHECK(tcp_timer_visits == visits_before);
 }
+
+TEST_CASE("lwip tcp timers: a keepalive changed on an idle connection holds once it is armed", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  IdleConnections idle(link, 1, 10000);
+  tcp_pcb* const p = idle.all[0]->snd;
+  std::vector<u32_t> probes;  // slow ticks of each probe
+  link.drop = [&](const Seg& s, int) {
+    if (s.from_sender && s.payload == 0) probes.push_back(wgnet_lwip_slow_ticks());
+    return false;
+  };
+  link.run(2000);
+  REQUIRE(probes.empty());
+  // Earlier: the heap held it for 10 s after its last segment; now due 3 s after it.
+  const u32_t last = p->tmr;
+  p->keep_idle = 3000;
+  tcp_arm(p);
+  link.run(5000, [&] { return !probes.empty(); });
+  REQUIRE(probes.size() == 1);
+  INFO("the first probe " << probes[0] - last << " ticks after the last segment");
+  CHECK(probes[0] - last >= 151);
+  CHECK(probes[0] - last <= 151 + 50);
+  link.run(100);  // the answer
+  // Later: 20 s after the answer, not 3.
+  const u32_t answered = p->tmr;
+  p->keep_idle = 20000;
+  tcp_arm(p);
+  link.run(15000);
+  CHECK(probes.size() == 1);
+  link.run(7000);
+  REQUIRE(probes.size() == 2);
+  CHECK(probes[1] - answered >= 1001);
+  CHECK(probes[1] - answered <= 1001 + 50);
+}
+
+TEST_CASE("lwip tcp timers: connections closed while they wait for a keepalive leave the heap", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  IdleConnections idle(link, 64, 10000);
+  int probes = 0;
+  link.drop = [&](const Seg& s, int) {
+    probes += s.from_sender && s.payload == 0;
+    return false;
+  };
+  link.run(3000);
+  // Every other one aborted (both ends) from the middle of the heap, due at one tick.
+  for (size_t i = 0; i < idle.all.size(); ++i) idle.all.erase(idle.all.begin() + static_cast<std::ptrdiff_t>(i));
+  REQUIRE(idle.all.size() == 32);
+  probes = 0;
+  link.run(9000);  // past the first round (10 s after the last segment, on a whole second)
+  CHECK(probes == 32);
+  CHECK(tcp_armed_pcbs == nullptr);
+  for (auto& t : idle.all) CHECK(t->snd->state == ESTABLISHED);
+}
