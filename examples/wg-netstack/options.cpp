@@ -93,7 +93,8 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::Range(0.001, 86400.0));
   app.add_option("--tcp-keepalive", o.keepalive_seconds,
                  "seconds a tunnel TCP connection may be silent before a keepalive probe, and between probes; "
-                 "after 9 unanswered it fails, and a peer that restarted answers the first with a reset (0: none)")
+                 "after 9 unanswered it fails, and a peer that restarted answers the first with a reset (0: none, "
+                 "as wireproxy and a kernel socket)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--check-alive", o.check_alive,

@@ -16,7 +16,7 @@ struct Options {
   std::string congestion = "bbr";
   bool no_socks = false, daemon_mode = false, config_test = false, no_sandbox = false, sandbox_log = false;
   std::vector<std::string> forwards, reverses;
-  double handshake_seconds = 0, keepalive_seconds = 30;
+  double handshake_seconds = 0, keepalive_seconds = 0;
   std::vector<std::string> check_alive;
   unsigned check_alive_interval = 5;
   std::string uapi_path;  // --uapi, or kSocketDir/NAME.sock for --interface NAME
