@@ -39,8 +39,6 @@ class UapiSocket {
   int fd() const { return fd_.get(); }
   // The descriptor, for wg::uapi::Server (which owns it from then on); the file stays ours.
   int release() { return fd_.release(); }
-  // The file is someone else's to remove from now on (a process we hand the descriptor to).
-  void hand_over_file() { remove_ = false; }
   // What the destructor does, now: the descriptor closed if still held, the file removed
   // if ours.
   void close();
