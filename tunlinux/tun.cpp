@@ -38,6 +38,12 @@
 namespace tunlinux {
 namespace {
 
+// NLMSG_OK, with no signed/unsigned comparison for the compiler to warn of.
+bool nlmsg_ok(const nlmsghdr* nh, int len) {
+  return len >= static_cast<int>(sizeof(nlmsghdr)) && nh->nlmsg_len >= sizeof(nlmsghdr) &&
+         nh->nlmsg_len <= static_cast<unsigned>(len);
+}
+
 // How long write() waits for room after EAGAIN before dropping the packet.
 constexpr int kWriteWaitMs = 100;
 
@@ -164,7 +170,7 @@ long attached_queues(int ifindex) {
   const ssize_t got = ::recv(nl.get(), buf, sizeof buf, 0);
   if (got <= 0) return -1;
   int len = static_cast<int>(got);
-  for (auto* nh = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len)) {
+  for (auto* nh = reinterpret_cast<nlmsghdr*>(buf); nlmsg_ok(nh, len); nh = NLMSG_NEXT(nh, len)) {
     if (nh->nlmsg_type != RTM_NEWLINK || nh->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) continue;
     int alen = static_cast<int>(IFLA_PAYLOAD(nh));
     for (auto* a = IFLA_RTA(static_cast<ifinfomsg*>(NLMSG_DATA(nh))); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
@@ -818,7 +824,7 @@ void Tun::run_events() {
 
 void Tun::handle_netlink(const uint8_t* msg, size_t size) {
   int len = static_cast<int>(size);
-  for (auto* nh = reinterpret_cast<const nlmsghdr*>(msg); NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len)) {
+  for (auto* nh = reinterpret_cast<const nlmsghdr*>(msg); nlmsg_ok(nh, len); nh = NLMSG_NEXT(nh, len)) {
     if (nh->nlmsg_type != RTM_NEWLINK && nh->nlmsg_type != RTM_DELLINK) continue;
     if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) continue;
     auto* ifi = static_cast<const ifinfomsg*>(NLMSG_DATA(nh));
