@@ -353,6 +353,7 @@ void Device::set_persistent_keepalive(Peer& p, uint16_t seconds) {
     t.set_persistent_keepalive(std::chrono::seconds(seconds));
     return was_off && seconds > 0;
   });
+  timer_list_.poke(p);  // a shorter interval may be due sooner
   // Like wireguard-go: switching it on while up sends a keepalive at once.
   if (turned_on && up_) send_keepalive(p);
 }

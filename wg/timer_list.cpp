@@ -42,11 +42,11 @@ void TimerList::run(const std::function<TimePoint()>& now_fn,
                     const std::function<void(TimePoint)>& each_round) {
   std::unique_lock lock(mu_);
   while (!closed_) {
+    poked_ = false;  // this round covers every poke before it
     wake_at_.store(std::numeric_limits<Clock::rep>::max());
     const uint64_t round = ++round_begun_;
-    // New deadlines armed without a poke are never late by more than a second.
     const TimePoint now = now_fn();
-    TimePoint wake = now + 1s;
+    TimePoint wake = now + kMaxSleep;
     // Peers listed while we scan wait in peers_.
     std::vector<PeerPtr> scan, keep;
     scan.swap(peers_);
@@ -73,7 +73,6 @@ void TimerList::run(const std::function<TimePoint()>& now_fn,
     // By the real clock, for what now_fn says is left (the same span when it is the
     // real one).
     cv_.wait_for(lock, wake - now_fn(), [&] { return poked_ || closed_; });
-    poked_ = false;
   }
 }
 

@@ -22,8 +22,12 @@ public:
   void poke_before(Peer& p, std::optional<TimePoint> deadline);
   void poke();
 
+  // Every deadline is armed with a poke (poke, poke_before): the sleep is capped only so
+  // that each_round runs this often (the buffer pool's trim).
+  static constexpr Clock::duration kMaxSleep = std::chrono::seconds(10);
+
   // Until close(): passes due timers to act() without mu_, then sleeps until the next
-  // deadline (at most a second) or a poke.
+  // deadline (at most kMaxSleep) or a poke.
   void run(const std::function<TimePoint()>& now, const std::function<void(Peer&, const TimerActions&)>& act,
            const std::function<void(TimePoint)>& each_round = {});
 
@@ -31,6 +35,13 @@ public:
   bool round();
 
   void close();
+
+  // When the thread wakes next, by now(); none while it scans.
+  std::optional<TimePoint> wake_at() const {
+    const Clock::rep at = wake_at_.load();
+    if (at == std::numeric_limits<Clock::rep>::max()) return std::nullopt;
+    return TimePoint(Clock::duration(at));
+  }
 
   // Unlists removed peers now, for a caller that must see them freed.
   std::vector<PeerPtr> take_removed();

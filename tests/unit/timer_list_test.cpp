@@ -95,6 +95,38 @@ TEST_CASE("timer list: a peer with nothing armed is unlisted after a round", "[t
   CHECK(p->listed_for_timers(kAccess));
 }
 
+TEST_CASE("timer list: the thread sleeps until the earliest deadline, or kMaxSleep with none", "[timer_list]") {
+  Fixture f;
+  REQUIRE(f.list.round());
+  REQUIRE(f.list.wake_at());
+  CHECK(*f.list.wake_at() == f.now() + TimerList::kMaxSleep);
+  // A retransmission REKEY_TIMEOUT away (plus jitter): woken then, not every second.
+  auto p = f.peer();
+  const auto deadline = p->with_timers(kAccess, [&](Timers& t) {
+    on_initiation_sent(t, false, f.now());
+    return t.next_deadline();
+  });
+  REQUIRE(deadline);
+  f.list.poke_before(*p, deadline);
+  REQUIRE(f.list.round());
+  REQUIRE(f.list.wake_at());
+  CHECK(*f.list.wake_at() == *deadline);
+  CHECK(*deadline >= f.now() + kRekeyTimeout);
+  // A sooner deadline armed later pokes the sleeping thread: its next wake is that one.
+  auto q = f.peer();
+  const auto sooner = q->with_timers(kAccess, [&](Timers& t) {
+    t.set_persistent_keepalive(1s);
+    on_transport_sent(t, false, f.now());
+    return t.next_deadline();
+  });
+  REQUIRE(sooner);
+  REQUIRE(*sooner < *deadline);
+  f.list.poke_before(*q, sooner);
+  REQUIRE(f.list.round());
+  REQUIRE(f.list.wake_at());
+  CHECK(*f.list.wake_at() == *sooner);
+}
+
 TEST_CASE("timer list: a removed peer gets no act and leaves the list", "[timer_list]") {
   Fixture f;
   auto p = f.peer();
