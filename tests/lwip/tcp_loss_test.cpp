@@ -23,8 +23,12 @@
 #include <memory>
 #include <vector>
 
+#include "lwip/inet_chksum.h"
 #include "lwip/init.h"
 #include "lwip/ip.h"
+#include "lwip/ip4_frag.h"
+#include "lwip/ip6_frag.h"
+#include "lwip/nd6.h"
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
 #include "lwip/priv/tcp_priv.h"
@@ -1165,4 +1169,35 @@ TEST_CASE("lwip tcp timers: connections closed while they wait for a keepalive l
   CHECK(probes == 32);
   CHECK(tcp_armed_pcbs == nullptr);
   for (auto& t : idle.all) CHECK(t->snd->state == ESTABLISHED);
+}
+
+TEST_CASE("lwip timers: reassembly and ND timers stop while idle, a fragment restarts one", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  link.run(2000);  // each has run since the last state went
+  CHECK_FALSE(lwip_cyclic_timer_armed(ip_reass_tmr));
+  CHECK_FALSE(lwip_cyclic_timer_armed(ip6_reass_tmr));
+  CHECK_FALSE(lwip_cyclic_timer_armed(nd6_tmr));
+  // The first fragment of a UDP datagram whose rest never comes.
+  uint8_t pkt[28] = {0x45, 0, 0, 28, 0x12, 0x34, 0x20, 0x00, 64, 17, 0, 0, 198, 19, 0, 1, 198, 19, 0, 2};
+  const u16_t sum = inet_chksum(pkt, 20);
+  std::memcpy(pkt + 10, &sum, sizeof sum);
+  pbuf* p = pbuf_alloc(PBUF_RAW, sizeof pkt, PBUF_RAM);
+  REQUIRE(p != nullptr);
+  pbuf_take(p, pkt, sizeof pkt);
+  if (link.b()->input(p, link.b()) != ERR_OK) pbuf_free(p);
+  CHECK_FALSE(ip_reass_idle());
+  CHECK(lwip_cyclic_timer_armed(ip_reass_tmr));
+  // It waits IP_REASS_MAXAGE runs of the timer, then goes, and the timer stops again.
+  link.run((IP_REASS_MAXAGE - 2) * 1000);
+  CHECK_FALSE(ip_reass_idle());
+  CHECK(lwip_cyclic_timer_armed(ip_reass_tmr));
+  link.run(4000);
+  CHECK(ip_reass_idle());
+  CHECK_FALSE(lwip_cyclic_timer_armed(ip_reass_tmr));
+  // Started with no state to keep, ND's runs once and stops.
+  lwip_cyclic_timer_needed(nd6_tmr);
+  CHECK(lwip_cyclic_timer_armed(nd6_tmr));
+  link.run(1500);
+  CHECK_FALSE(lwip_cyclic_timer_armed(nd6_tmr));
 }

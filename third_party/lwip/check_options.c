@@ -44,6 +44,9 @@
 #if !LWIP_TCP_ARMED_TIMERS || !defined TCP_TICKS_NOW || !defined LWIP_HOOK_TIMEOUT_FIRST
 #error "wgnet needs patch 0012's timers that visit only connections with work (LWIP_TCP_ARMED_TIMERS=1, TCP_TICKS_NOW, LWIP_HOOK_TIMEOUT_FIRST)"
 #endif
+#if !LWIP_IDLE_CYCLIC_TIMERS
+#error "wgnet needs patch 0014's cyclic timers that stop while idle (LWIP_IDLE_CYCLIC_TIMERS=1)"
+#endif
 #if !LWIP_TCP_PCB_HASH || !defined LWIP_HOOK_TCP_PCB_HASH
 #error "wgnet needs patch 0013's hashed demultiplexing (LWIP_TCP_PCB_HASH=1, LWIP_HOOK_TCP_PCB_HASH)"
 #endif

@@ -173,6 +173,7 @@
 #define TCP_CLOCK_US()                  wgnet_lwip_now_us()
 #define LWIP_TCP_ARMED_TIMERS           1
 #define LWIP_TCP_PCB_HASH               1
+#define LWIP_IDLE_CYCLIC_TIMERS         1
 #define TCP_TICKS_NOW()                 wgnet_lwip_slow_ticks()
 #define LWIP_HOOK_TIMEOUT_FIRST()       wgnet_lwip_timeout_first()
 #define TCP_RACK_MIN_REO_US             100
