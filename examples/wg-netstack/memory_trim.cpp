@@ -32,20 +32,23 @@ size_t heap_slack() {
   return resident > in_use ? resident - in_use : 0;
 }
 
+namespace {
+
+// CPU time of the whole process so far.
 std::chrono::microseconds process_cpu() {
   timespec ts{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return std::chrono::seconds(ts.tv_sec) + std::chrono::microseconds(ts.tv_nsec / 1000);
 }
 
-namespace {
-
+// `every`: the time to the next check, doubled (up to kTrimCheckIdleMax) while idle.
 void trim_loop(std::shared_ptr<boost::asio::steady_timer> timer, size_t base_slack,
-               std::chrono::microseconds looked_at) {
-  timer->expires_after(std::chrono::seconds(1));
-  timer->async_wait([timer, base_slack, looked_at](const boost::system::error_code& ec) mutable {
+               std::chrono::microseconds looked_at, std::chrono::seconds every) {
+  timer->expires_after(every);
+  timer->async_wait([timer, base_slack, looked_at, every](const boost::system::error_code& ec) mutable {
     if (ec) return;
-    if (process_cpu() - looked_at < kTrimCheckCpu) return trim_loop(timer, base_slack, looked_at);
+    if (process_cpu() - looked_at < kTrimCheckCpu)
+      return trim_loop(timer, base_slack, looked_at, std::min(every * 2, kTrimCheckIdleMax));
     const size_t slack = heap_slack();
     if (slack >= base_slack + kTrimSlackGrowth) {
       const auto start = std::chrono::steady_clock::now();
@@ -57,14 +60,14 @@ void trim_loop(std::shared_ptr<boost::asio::steady_timer> timer, size_t base_sla
     } else {
       base_slack = std::min(base_slack, slack);
     }
-    trim_loop(timer, base_slack, process_cpu());
+    trim_loop(timer, base_slack, process_cpu(), std::chrono::seconds(1));
   });
 }
 
 }  // namespace
 
 void trim_when_slack_grows(std::shared_ptr<boost::asio::steady_timer> timer, size_t base_slack) {
-  trim_loop(std::move(timer), base_slack, process_cpu());
+  trim_loop(std::move(timer), base_slack, process_cpu(), std::chrono::seconds(1));
 }
 
 }  // namespace wgns

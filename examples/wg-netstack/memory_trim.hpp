@@ -7,7 +7,8 @@
 // (pages holding some live data, arenas' tops, code, stacks) is the new base. Free bytes
 // alone cannot tell: pages a trim released and a later load touched again still count
 // as free. Steady churn reuses the same pages and does not grow it. An idle process is
-// not looked at: mallinfo2 walks the whole heap, and no work means no new slack.
+// not looked at: mallinfo2 walks the whole heap, and no work means no new slack; while
+// it stays idle the checks space out to one per kTrimCheckIdleMax.
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>
@@ -20,6 +21,7 @@ namespace wgns {
 
 inline constexpr size_t kTrimSlackGrowth = 16 << 20;
 inline constexpr std::chrono::microseconds kTrimCheckCpu{2000};
+inline constexpr std::chrono::seconds kTrimCheckIdleMax{8};
 
 // Resident bytes of this process (/proc/self/statm, second field); 0 if unreadable. The
 // file stays open from the first call on: call it once before the sandbox.
@@ -31,8 +33,5 @@ size_t heap_slack();
 // Checks the slack every second on timer's executor, from base_slack on, until the
 // timer is cancelled.
 void trim_when_slack_grows(std::shared_ptr<boost::asio::steady_timer> timer, size_t base_slack);
-
-// CPU time of the whole process so far.
-std::chrono::microseconds process_cpu();
 
 }  // namespace wgns
