@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # README's headline figures on this machine, each against the current reference in the
-# same run (root; about 30 minutes; nothing else should run meanwhile):
+# same run (root; about 35 minutes; nothing else should run meanwhile):
 #   tests/bench/netns_throughput.sh  wg-tun <-> wg-tun and WIREGUARD_GO <-> WIREGUARD_GO:
 #                                    TCP x1 and x4, CPU per Gbit/s, ping
 #   tests/bench/netns_loss.sh        wg-netstack and WIREPROXY (SOCKS5, against wg-tun),
 #                                    download and upload at 0 % and 2 % loss each way
 #   tests/bench/wg_run_bench.sh      wg-run (no root) against wg-tun (root)
 #   tests/bench/peer_scale.sh        65,536 peers: wg setconf, memory per peer
+#   tests/bench/netstack_conns.sh    10,000 idle SOCKS5 connections held by wg-netstack and
+#                                    WIREPROXY (WIREGUARD_GO the peer): memory, CPU a minute
 # Each harness's own output (every repetition) goes to OUT_DIR; the summary, in
 # README's shape, to stdout and to OUT_DIR's file "summary".
 #
@@ -54,11 +56,13 @@ else
     --wireproxy "$wireproxy" --configs wg-tun,wireproxy | tee "$out/loss.md"
   bash "$top/tests/bench/wg_run_bench.sh" "$bin" --reps "$reps" --only wg-tun,wg-run | tee "$out/wg-run.md"
   WIREGUARD_GO=$wg_go bash "$top/tests/bench/peer_scale.sh" "$bin" | tee "$out/peers.md"
+  WIREGUARD_GO=$wg_go bash "$top/tests/bench/netstack_conns.sh" "$bin" --peer wireguard-go --phases idle \
+    --idle-conns 10000 --wireproxy "$wireproxy" | tee "$out/idle.md"
 fi
 
 python3 - "$out" "$("$wg_go" --version | awk '/wireguard-go/ {print $2; exit}')" "$wireproxy_version" \
   <<'PY' | tee "$out/summary"
-import re, sys
+import os, re, sys
 out, wg_go, wireproxy = sys.argv[1:4]
 
 def rows(name):
@@ -96,6 +100,13 @@ if "wg-tun" in p and "wireguard-go" in p:
     ours, theirs = p["wg-tun"], p["wireguard-go"]
     print(f"| {ours[1]} peers: `wg setconf` (s), memory per peer (bytes) | {ours[2]}, {ours[5]} | "
           f"wireguard-go {wg_go} {theirs[2]}, {theirs[5]} |")
+# netstack_conns.sh's idle rows: held, proxy, CPU s, wake-ups/s, VmRSS MiB, echo after
+idle = {c[1]: c for c in (rows("idle.md").get("10000", []) if os.path.exists(f"{out}/idle.md") else [])
+        if len(c) == 6}
+if "wg-netstack" in idle and "wireproxy" in idle:
+    ours, theirs = idle["wg-netstack"], idle["wireproxy"]
+    print(f"| 10,000 idle SOCKS5 connections held: memory (MiB), CPU over 60 s (s) | {ours[4]}, {ours[2]} | "
+          f"wireproxy {wireproxy} {theirs[4]}, {theirs[2]} |")
 for label, cells in r.items():
     if label.startswith("TCP ×1 up") and len(cells[0]) >= 5:
         c = cells[0]

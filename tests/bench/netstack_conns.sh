@@ -126,9 +126,21 @@ hold_run() { # N
 
 # Context switches of every thread of PID so far: its wake-ups.
 wakeups() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {n += $2} END {print n + 0}'; }
+# CPU time of PID's live threads so far, in ns (schedstat: finer than the stat ticks).
+# (%.0f: mawk's %d stops at 2^31)
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{n += $1} END {printf "%.0f\n", n}'; }
+# "TID NAME SWITCHES CPU_NS" per live thread of PID, for the wake-ups' breakdown.
+thread_wakeups() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    echo "${t##*/} $(tr ' ' _ <"$t/comm" 2>/dev/null)" \
+      "$(awk '/ctxt_switches:/ {n += $2} END {print n + 0}' "$t/status" 2>/dev/null)" \
+      "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
+  done
+}
 
 idle_run() { # N NAME
-  local n=$1 name=$2 line c0 c1 w0 w1 t0 t1 eok=- efailed=-
+  local n=$1 name=$2 line c0 c1 w0 w1 t0 t1 eok=- efailed=- rss
   if [ "$n" -gt 0 ]; then
     hold_start "$n"
     if ! line=$(wait_line "$TMP/hold.out" '^held ' 600); then
@@ -138,9 +150,12 @@ idle_run() { # N NAME
     [ "$ok" = "$n" ] || log "idle $name $n: only $ok held ($failed failed)"
   fi
   sleep 2  # the last echoes' ACKs
-  c0=$(cpu_ticks "$NETSTACK_PID"); w0=$(wakeups "$NETSTACK_PID"); t0=$(date +%s%N)
+  thread_wakeups "$NETSTACK_PID" >"$TMP/threads0"
+  c0=$(cpu_ns "$NETSTACK_PID"); w0=$(wakeups "$NETSTACK_PID"); t0=$(date +%s%N)
   sleep "$IDLE_SECS"
-  c1=$(cpu_ticks "$NETSTACK_PID"); w1=$(wakeups "$NETSTACK_PID"); t1=$(date +%s%N)
+  c1=$(cpu_ns "$NETSTACK_PID"); w1=$(wakeups "$NETSTACK_PID"); t1=$(date +%s%N)
+  thread_wakeups "$NETSTACK_PID" >"$TMP/threads1"
+  rss=$(( $(rss_kb "$NETSTACK_PID") / 1024 ))
   if [ "$n" -gt 0 ]; then
     hold_cmd echo
     line=$(wait_line "$TMP/hold.out" '^echo ' 300) || line="echo ? ? ?"
@@ -149,10 +164,14 @@ idle_run() { # N NAME
   fi
   local secs cpu rate
   secs=$(python3 -c "print('%.1f' % (($t1 - $t0) / 1e9))")
-  cpu=$(python3 -c "print('%.2f' % (($c1 - $c0) / $CLK_TCK))")
+  cpu=$(python3 -c "print('%.3f' % (($c1 - $c0) / 1e9))")
   rate=$(python3 -c "print('%.1f' % (($w1 - $w0) / (($t1 - $t0) / 1e9)))")
-  log "idle $name $n: CPU $cpu s in $secs s, $rate wake-ups/s; echo after: $eok ok, $efailed failed"
-  IDLE_ROWS+=("| $n | $name | $cpu | $rate | $eok |")
+  log "idle $name $n: CPU $cpu s in $secs s, $rate wake-ups/s, VmRSS $rss MiB; echo after: $eok ok, $efailed failed"
+  # wake-ups per thread, the busiest first
+  awk -v secs="$secs" 'NR == FNR {was[$1] = $3; cpu[$1] = $4; next}
+    {d = $3 - was[$1]; if (d > 0) printf "    %s: %.1f/s, CPU %.1f ms\n", $2, d / secs, ($4 - cpu[$1]) / 1e6}' \
+    "$TMP/threads0" "$TMP/threads1" | sort -t: -k2 -rn | head -8
+  IDLE_ROWS+=("| $n | $name | $cpu | $rate | $rss | $eok |")
 }
 
 churn_run() {
@@ -214,25 +233,27 @@ if has_phase churn; then
   fresh_netstack
   churn_run
 fi
+# idle_other N NAME VAR VALUE: idle_run with the proxy started with VAR=VALUE, then
+# the usual wg-netstack back.
+idle_other() {
+  local var=$3 had=${!3+1} saved=${!3-}
+  netstack_stop
+  printf -v "$var" '%s' "$4"
+  export "${var?}"
+  netstack_start || { log "$2 did not start"; exit 1; }
+  if [ -n "$had" ]; then printf -v "$var" '%s' "$saved"; else unset "$var"; fi
+  idle_run "$1" "$2"
+  netstack_stop
+  FRESH=1
+  netstack_start || { log "wg-netstack did not come back"; exit 1; }
+}
 if has_phase idle; then
   for n in $IDLE_LIST; do
     fresh_netstack
     idle_run "$n" wg-netstack
-    if [ -n "$WIREPROXY_SRC" ]; then
-      netstack_stop
-      WIREPROXY="$TMP/bin/wireproxy" netstack_start || { log "wireproxy did not start"; exit 1; }
-      idle_run "$n" wireproxy
-      netstack_stop
-      FRESH=1
-      netstack_start || { log "wg-netstack did not come back"; exit 1; }
-    fi
+    if [ -n "$WIREPROXY_SRC" ]; then idle_other "$n" wireproxy WIREPROXY "$TMP/bin/wireproxy"; fi
     if [ -n "$IDLE_ALSO" ]; then
-      netstack_stop
-      NETSTACK_ARGS="${NETSTACK_ARGS:-} $IDLE_ALSO" netstack_start || { log "wg-netstack $IDLE_ALSO did not start"; exit 1; }
-      idle_run "$n" "wg-netstack $IDLE_ALSO"
-      netstack_stop
-      FRESH=1
-      netstack_start || { log "wg-netstack did not come back"; exit 1; }
+      idle_other "$n" "wg-netstack $IDLE_ALSO" NETSTACK_ARGS "${NETSTACK_ARGS:-} $IDLE_ALSO"
     fi
   done
 fi
@@ -245,8 +266,8 @@ if [ ${#HOLD_ROWS[@]} -gt 0 ]; then
   printf '%s\n' "${HOLD_ROWS[@]}"
 fi
 if [ ${#IDLE_ROWS[@]} -gt 0 ]; then
-  echo "| held idle | proxy | CPU over $IDLE_SECS s (s) | wake-ups/s | echo after |"
-  echo "|---:|---|---:|---:|---:|"
+  echo "| held idle | proxy | CPU over $IDLE_SECS s (s) | wake-ups/s | VmRSS (MiB) | echo after |"
+  echo "|---:|---|---:|---:|---:|---:|"
   printf '%s\n' "${IDLE_ROWS[@]}"
 fi
 printf '%s\n' "${LINES[@]:-}"
