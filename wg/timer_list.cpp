@@ -42,7 +42,7 @@ void TimerList::run(const std::function<TimePoint()>& now_fn,
                     const std::function<void(TimePoint)>& each_round) {
   std::unique_lock lock(mu_);
   while (!closed_) {
-    poked_ = false;  // this round covers every poke before it
+    poked_ = false;  // the round about to run covers every poke made before it
     wake_at_.store(std::numeric_limits<Clock::rep>::max());
     const uint64_t round = ++round_begun_;
     const TimePoint now = now_fn();
