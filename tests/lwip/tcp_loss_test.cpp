@@ -1039,13 +1039,13 @@ TEST_CASE("lwip tcp timers: idle connections are not visited, a busy one costs i
 TEST_CASE("lwip tcp timers: an idle connection's keepalive is sent when due, and only then", "[lwip-tcp]") {
   init_once();
   Link link;
+  int probes = 0;  // before `idle`: its end sends resets through link.drop
+  u32_t first_probe = 0;
   IdleConnections idle(link, 200, 10000);
   u32_t last = idle.all[0]->snd->tmr;  // slow ticks of the last segment received
   for (auto& t : idle.all)
     if (TCP_SEQ_LT(t->snd->tmr, last)) last = t->snd->tmr;
   // Idle, the senders send nothing but keepalive probes, each answered by an ACK.
-  int probes = 0;
-  u32_t first_probe = 0;
   link.drop = [&](const Seg& s, int) {
     if (s.from_sender && s.payload == 0 && ++probes == 1) first_probe = wgnet_lwip_slow_ticks();
     return false;
@@ -1120,9 +1120,9 @@ TEST_CASE("lwip tcp timers: with only TIME-WAIT left nothing is visited, and TIM
 TEST_CASE("lwip tcp timers: a keepalive changed on an idle connection holds once it is armed", "[lwip-tcp]") {
   init_once();
   Link link;
+  std::vector<u32_t> probes;  // slow ticks of each probe; before `idle`, whose end sends resets
   IdleConnections idle(link, 1, 10000);
   tcp_pcb* const p = idle.all[0]->snd;
-  std::vector<u32_t> probes;  // slow ticks of each probe
   link.drop = [&](const Seg& s, int) {
     if (s.from_sender && s.payload == 0) probes.push_back(wgnet_lwip_slow_ticks());
     return false;
@@ -1154,8 +1154,8 @@ TEST_CASE("lwip tcp timers: a keepalive changed on an idle connection holds once
 TEST_CASE("lwip tcp timers: connections closed while they wait for a keepalive leave the heap", "[lwip-tcp]") {
   init_once();
   Link link;
+  int probes = 0;  // before `idle`: its end sends resets through link.drop
   IdleConnections idle(link, 64, 10000);
-  int probes = 0;
   link.drop = [&](const Seg& s, int) {
     probes += s.from_sender && s.payload == 0;
     return false;
