@@ -10,6 +10,17 @@
 #include <unordered_map>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define WGNET_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define WGNET_LSAN 1
+#endif
+#endif
+#ifdef WGNET_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 namespace wg {
 namespace {
 
@@ -53,6 +64,9 @@ struct Arena {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     (void)::madvise(p, bytes, MADV_DONTDUMP);
+#ifdef WGNET_LSAN
+    __lsan_register_root_region(p, bytes);  // objects here hold heap pointers too
+#endif
     stats.mapped += bytes;
     if (!lock_refused) {
       if (::mlock(p, bytes) == 0) stats.locked += bytes;
