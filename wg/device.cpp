@@ -311,6 +311,7 @@ void Device::remove_peer(const PublicKey& key) {
   p->zero_keys(PeerAccess{});
   p->forget_secrets(PeerAccess{});  // the Peer may outlive this in a queue or a caller's PeerPtr
   p->clear_staged(PeerAccess{});
+  timer_list_.poke();  // a round lets go of it now, not at the thread's next deadline
 }
 
 void Device::remove_all_peers() {
