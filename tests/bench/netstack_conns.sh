@@ -124,12 +124,8 @@ hold_run() { # N
   HOLD_ROWS+=("| $n | $ok | $failed | $((before / 1024)) | $((held / 1024)) | $(( (held - before) * 1024 / n )) | $((after / 1024)) | $((later / 1024)) |")
 }
 
-# Context switches of every thread of PID so far: its wake-ups.
-wakeups() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {n += $2} END {print n + 0}'; }
-# CPU time of PID's live threads so far, in ns (schedstat: finer than the stat ticks).
-# (%.0f: mawk's %d stops at 2^31)
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{n += $1} END {printf "%.0f\n", n}'; }
-# "TID NAME SWITCHES CPU_NS" per live thread of PID, for the wake-ups' breakdown.
+# "TID NAME SWITCHES CPU_NS" per live thread of PID: its wake-ups (context switches) and
+# CPU time so far (schedstat: finer than the stat ticks).
 thread_wakeups() {
   local t
   for t in /proc/"$1"/task/*; do
@@ -138,6 +134,8 @@ thread_wakeups() {
       "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
   done
 }
+# column COL of a thread_wakeups file, summed (%.0f: mawk's %d stops at 2^31)
+column_sum() { awk -v c="$2" '{n += $c} END {printf "%.0f\n", n}' "$1"; }
 
 idle_run() { # N NAME
   local n=$1 name=$2 line c0 c1 w0 w1 t0 t1 eok=- efailed=- rss
@@ -150,11 +148,11 @@ idle_run() { # N NAME
     [ "$ok" = "$n" ] || log "idle $name $n: only $ok held ($failed failed)"
   fi
   sleep 2  # the last echoes' ACKs
-  thread_wakeups "$NETSTACK_PID" >"$TMP/threads0"
-  c0=$(cpu_ns "$NETSTACK_PID"); w0=$(wakeups "$NETSTACK_PID"); t0=$(date +%s%N)
+  thread_wakeups "$NETSTACK_PID" >"$TMP/threads0"; t0=$(date +%s%N)
   sleep "$IDLE_SECS"
-  c1=$(cpu_ns "$NETSTACK_PID"); w1=$(wakeups "$NETSTACK_PID"); t1=$(date +%s%N)
-  thread_wakeups "$NETSTACK_PID" >"$TMP/threads1"
+  thread_wakeups "$NETSTACK_PID" >"$TMP/threads1"; t1=$(date +%s%N)
+  w0=$(column_sum "$TMP/threads0" 3); c0=$(column_sum "$TMP/threads0" 4)
+  w1=$(column_sum "$TMP/threads1" 3); c1=$(column_sum "$TMP/threads1" 4)
   rss=$(( $(rss_kb "$NETSTACK_PID") / 1024 ))
   if [ "$n" -gt 0 ]; then
     hold_cmd echo
