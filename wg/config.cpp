@@ -337,4 +337,9 @@ Config load_config(const std::string& path) {
   return config;
 }
 
+void forget_keys(Config& config) {
+  config.iface.private_key.reset();  // ~Key wipes
+  for (auto& peer : config.peers) peer.preshared_key.reset();
+}
+
 }  // namespace wg

@@ -62,6 +62,10 @@ Config parse_config(std::string_view text);
 // Warns if a file holding a key has a loose mode. Wipes the file's buffer.
 Config load_config(const std::string& path);
 
+// Wipes the private and preshared keys, keeping the rest: for a program that has
+// applied the config and holds it on.
+void forget_keys(Config& config);
+
 // Trims ASCII whitespace from both ends.
 std::string_view trim_blanks(std::string_view s);
 using wg::ascii_iequals;

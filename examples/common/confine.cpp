@@ -218,7 +218,7 @@ namespace {
 
 namespace {
 
-uint64_t mask_of(std::initializer_list<int> caps) {
+uint64_t mask_of(const std::vector<int>& caps) {
   uint64_t mask = 0;
   for (int cap : caps) mask |= 1ULL << cap;
   return mask;
@@ -255,7 +255,7 @@ uint64_t effective_capabilities() {
   return data[0].effective | (static_cast<uint64_t>(data[1].effective) << 32);
 }
 
-void drop_capabilities(std::initializer_list<int> keep) {
+void drop_capabilities(const std::vector<int>& keep) {
   if (int n = threads_running(); n > 1)
     throw std::runtime_error("dropping capabilities: " + std::to_string(n) +
                              " threads already run (capabilities are per thread)");
@@ -279,9 +279,9 @@ User find_user(const std::string& name) {
   return {name, pw.pw_uid, pw.pw_gid};
 }
 
-void become_user(const std::string& name, std::initializer_list<int> keep) { become_user(find_user(name), keep); }
+void become_user(const std::string& name, const std::vector<int>& keep) { become_user(find_user(name), keep); }
 
-void become_user(const User& user, std::initializer_list<int> keep) {
+void become_user(const User& user, const std::vector<int>& keep) {
   if (int n = threads_running(); n > 1)
     throw std::runtime_error("--user: " + std::to_string(n) + " threads already run (capabilities are per thread)");
   const uint64_t mask = mask_of(keep);

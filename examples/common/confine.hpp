@@ -6,7 +6,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -73,7 +72,7 @@ void restrict_syscalls(Program program, SyscallDenial denial, pid_t child = 0);
 // ambient or in the bounding set beyond them). The process must be root and have one
 // thread: a capability set belongs to a thread. Throws std::runtime_error naming the
 // step that failed.
-void become_user(const std::string& name, std::initializer_list<int> keep);
+void become_user(const std::string& name, const std::vector<int>& keep);
 
 // A user looked up ahead (while /etc/passwd can still be read): become_user(find_user(n), k)
 // is become_user(n, k). find_user throws std::runtime_error for an unknown user or root.
@@ -83,13 +82,13 @@ struct User {
   gid_t gid = 0;
 };
 User find_user(const std::string& name);
-void become_user(const User& user, std::initializer_list<int> keep);
+void become_user(const User& user, const std::vector<int>& keep);
 
 // For a process that stays root: keeps only the capabilities `keep` (permitted and
 // effective; none inheritable or ambient, the bounding set emptied beyond them) and
 // locks the securebits so that neither uid 0 nor an exec gives the rest back. The
 // process must have one thread. Throws std::runtime_error naming the step that failed.
-void drop_capabilities(std::initializer_list<int> keep);
+void drop_capabilities(const std::vector<int>& keep);
 
 // The effective capability set of the calling thread, as a mask (bit N: capability N).
 uint64_t effective_capabilities();

@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   const programs::WaitedSignals signals{SIGINT, SIGTERM, SIGHUP};
   try {
     programs::make_undumpable();
-    const ProxyConfig pc = load_config(o);
+    ProxyConfig pc = load_config(o);
     wg::scrub_stack();  // the keys' text, parsed
     const ServicePlan plan = plan_services(o, pc);
     if (o.config_test) {
@@ -192,6 +192,8 @@ int main(int argc, char** argv) {
     set_check_alive(checks, plan);
 
     auto tunnel = open_tunnel(pc.wg, o);
+    wg::forget_keys(pc.wg);  // the device holds them; a UAPI rotation leaves no old copy here
+    wg::scrub_stack();
     std::unique_ptr<wg::uapi::Server> uapi;
     if (uapi_socket) uapi = std::make_unique<wg::uapi::Server>(tunnel->device(), uapi_socket.release());
     Context ctx{tunnel->stack(), tunnel->device(), {}, plan.socks_creds, plan.http_creds,

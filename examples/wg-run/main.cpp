@@ -8,6 +8,7 @@
 //   wg-run -c wg0.conf [options] --netns PATH        (serve a namespace someone else made)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <linux/capability.h>
 #include <net/if.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "bind/linux.hpp"
 #include "bind/resolve.hpp"
@@ -93,6 +95,7 @@ struct Options {
 
 int run(const Options& o, const programs::WaitedSignals& signals) {
   wg::Config cfg = wg::load_config(o.config_path);
+  wg::scrub_stack();  // the keys' text, parsed: the child gets a copy of this stack
   for (auto& w : programs::warning_lines(cfg.warnings)) say("{}", w);
   programs::require_interface(cfg, o.config_path, true,
                               "wg-run gives the namespace these addresses; add Address = 198.19.0.1/24, say");
@@ -135,6 +138,7 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   spec.share_host_sockets = o.share_host_sockets;
   spec.restore_mask = signals.original_mask();
   spec.restore_sigpipe_default = signals.sigpipe_was_default();
+  spec.forget_secrets = [&cfg] { wg::forget_keys(cfg); };
   wgrun::Child child = wgrun::spawn(spec);
   // From here on, a failure ends the child before wg-run exits.
   struct Reaper {
@@ -156,6 +160,14 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   if (!command_mode) {  // it has handed the TUN out and exits
     reaper.pid = -1;
     reap(child.pid);
+  }
+  // Root (--netns, or a COMMAND run as root) made the child; the rest needs at most a
+  // port below 1024 and fwmark. Before the first thread, which inherits what is kept.
+  if (::geteuid() == 0) {
+    std::vector<int> keep;
+    if (cfg.iface.listen_port.value_or(0) > 0 && *cfg.iface.listen_port < 1024) keep.push_back(CAP_NET_BIND_SERVICE);
+    if (cfg.iface.fwmark.value_or(0) != 0) keep.push_back(CAP_NET_ADMIN);
+    programs::drop_capabilities(keep);
   }
   // Only now: the child, a fork of ours, wrote its own uid_map, which a non-dumpable
   // process's /proc files (root's) would not have let it.
@@ -184,6 +196,8 @@ int run(const Options& o, const programs::WaitedSignals& signals) {
   conn::LinuxBind bind(o.offloads.bind);
   wg::Device device(*tun, bind);
   wg::apply_config(device, cfg, conn::resolve_endpoint);
+  wg::forget_keys(cfg);  // the device holds them
+  wg::scrub_stack();
   // Before the first packet (the TUN's up event opens the UDP socket).
   if (!o.no_sandbox)
     programs::restrict_syscalls(programs::Program::wg_run, programs::default_denial(), command_mode ? child.pid : 0);

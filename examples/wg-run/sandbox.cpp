@@ -409,6 +409,7 @@ int exit_status(int status) {
 }
 
 [[noreturn]] void child_main(const SandboxSpec& spec, int control, uid_t uid, gid_t gid) {
+  if (spec.forget_secrets) spec.forget_secrets();
   const bool command_mode = spec.netns_path.empty();
   if (command_mode) {
     // wg-run gone: COMMAND is told (run_init); before 'G', the control socket says it.
@@ -445,6 +446,9 @@ int exit_status(int status) {
   if (n != 1 || go != 'G') _exit(1);  // wg-run failed after the hand-off (and said why)
   ::close(control);
   drop_capabilities();
+  // COMMAND, the same user, may not read this process's memory (a copy of wg-run's).
+  // Only now: its own /proc files become root's, and it wrote its uid_map there.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die(fmt::format("PR_SET_DUMPABLE: {}", std::strerror(errno)));
   run_init(spec);
 }
 

@@ -13,7 +13,8 @@
 //                                                   /proc, /sys; /tmp, /run; resolv.conf
 //   receive_devices() <──── 'T' + [TUN, rtnetlink] ─┘
 //   Tun::from_fd, LinuxBind, wg::Device, UAPI
-//   release() ──────────────── 'G' ───────────────> capabilities dropped; fork: PID 2
+//   release() ──────────────── 'G' ───────────────> capabilities dropped, non-dumpable;
+//                                                   fork: PID 2
 //   kill(child, SIG) ─────────────────────────────> passed on to COMMAND      execvp(COMMAND)
 //   waitpid ... exit with COMMAND's status <─────── exit with COMMAND's status; the kernel
 //                                                   kills what is left in the namespace
@@ -25,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,8 @@ struct SandboxSpec {
   bool share_host_sockets = false;        // keep the host's /tmp and /run (COMMAND mode)
   sigset_t restore_mask;                  // the signal mask COMMAND starts with
   bool restore_sigpipe_default = true;    // SIGPIPE back to SIG_DFL (the parent ignores it)
+  // Called first in the child, on its copy of the parent's memory: wipes the keys there.
+  std::function<void()> forget_secrets;
 };
 
 struct Child {
