@@ -59,7 +59,9 @@ Readiness wait_ready(int read_fd, int copy_to) {
   return r;
 }
 
-int fork_daemon(std::string_view program, int pass_on, bool keep_stderr) {
+int fork_daemon(std::string_view program, int pass_on, bool keep_stderr, const char* remove_if_failed) {
+  struct stat made{};
+  const bool remove = remove_if_failed && ::lstat(remove_if_failed, &made) == 0;
   const ReadyPipe p = ReadyPipe::make();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -68,6 +70,10 @@ int fork_daemon(std::string_view program, int pass_on, bool keep_stderr) {
     const Readiness r = wait_ready(p.read_fd, STDERR_FILENO);
     if (!r.up && r.said == 0)
       fmt::print(stderr, "{}: the background process exited before it was up\n", program);
+    struct stat now{};
+    if (!r.up && remove && ::lstat(remove_if_failed, &now) == 0 && now.st_dev == made.st_dev &&
+        now.st_ino == made.st_ino)
+      ::unlink(remove_if_failed);
     if (r.up && pass_on >= 0) notify_ready(pass_on);
     std::_Exit(r.up ? 0 : 1);
   }

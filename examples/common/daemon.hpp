@@ -13,8 +13,11 @@ namespace programs {
 // and exits 0; if the child ends first it exits 1, saying "PROGRAM: the background
 // process exited before it was up" when the child said nothing. It never returns. The
 // child, in a new session, gets the pipe's write end (for daemon_ready); its stderr is
-// the pipe too unless keep_stderr.
-int fork_daemon(std::string_view program, int pass_on = -1, bool keep_stderr = false);
+// the pipe too unless keep_stderr. `remove_if_failed`: a file the parent removes when the
+// child ends first and the file is still the one there at the fork (a UAPI socket the
+// child, become another user, could not remove).
+int fork_daemon(std::string_view program, int pass_on = -1, bool keep_stderr = false,
+                const char* remove_if_failed = nullptr);
 
 // The child of fork_daemon is up: lets go of the terminal and the pipe (`null`: /dev/null
 // onto 0, 1 and 2, opened before the sandbox; -1 keeps them), then tells the parent.

@@ -158,12 +158,14 @@ struct Passed {
 // image gets the same flags (after the interface name, so `wg-tun -f NAME` still starts
 // its command line).
 int daemonize(bool background, const std::string& iface, const Passed& passed, int tun_fd, int uapi_fd,
-              int health_fd, std::optional<int> ready_fd) {
+              const std::string& socket_path, int health_fd, std::optional<int> ready_fd) {
   int ready_write = -1;
   if (background) {
     const bool keep_output = std::getenv("LOG_LEVEL") && level_from_env() != wg::log::Level::silent;
     try {
-      const int w = programs::fork_daemon("wg-tun", ready_fd.value_or(-1), keep_output);
+      // The socket, root's directory's, is removed by the parent when the child fails as
+      // another user.
+      const int w = programs::fork_daemon("wg-tun", ready_fd.value_or(-1), keep_output, socket_path.c_str());
       ready_write = fcntl(w, F_DUPFD_CLOEXEC, 10);  // above 3 to 6, which are moved below
       ::close(w);
     } catch (const std::exception& e) {
@@ -403,7 +405,8 @@ int main(int argc, char** argv) try {
     const Passed passed{cl.disabled, cl.queues, cl.health_address, cl.user,
                         cl.no_sandbox ? "--no-sandbox" : cl.sandbox_log ? "--sandbox-log" : nullptr};
     // Returns only if it failed before a fork or an exec: the socket file is still ours.
-    return daemonize(!cl.foreground, name, passed, tun->fd(), uapi.fd(), health ? health->native_handle() : -1,
+    return daemonize(!cl.foreground, name, passed, tun->fd(), uapi.fd(), socket_path,
+                     health ? health->native_handle() : -1,
                      ready_fd);
   }
 

@@ -268,7 +268,9 @@ daemonize_checks() {
   check "... with the background process's own reason ($err)" \
     grep -qx "wg-tun: Resource temporarily unavailable" <<<"$err"
   check "... leaving no interface behind" bash -c "! ip netns exec $NS_A ip link show $WG_A >/dev/null 2>&1"
-  teardown_pair  # the socket stays (root's directory, a process as nobody): removed here
+  # (root's directory: the waiting parent removes it, not the process become nobody)
+  check "... and no UAPI socket" test ! -e "/var/run/wireguard/$WG_A.sock"
+  teardown_pair
 
   # A start that fails before its fork (the readiness pipe cannot be made: no descriptor
   # left) removes the UAPI socket it made.
