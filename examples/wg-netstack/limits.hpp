@@ -10,7 +10,7 @@ namespace wgns {
 // What one listener may hold. Each proxied connection is a descriptor, so the three proxy
 // kinds at their default caps stay below the service unit's LimitNOFILE=20000.
 struct Limits {
-  size_t max_connections = 4096;  // per SOCKS5, HTTP, SNI and --forward tcp listener
+  size_t max_connections = 4096;  // per SOCKS5, HTTP, SNI, --forward and --reverse tcp listener
   size_t health_max_connections = 64;  // wg-run's and wg-tun's too (health.cpp checks)
   // UDP ASSOCIATE: a relay socket each, besides its control connection.
   size_t udp_associations = 256;            // per SOCKS5 listener

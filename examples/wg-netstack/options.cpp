@@ -68,8 +68,8 @@ Options parse_options(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
   app.add_option("--max-connections", o.limits.max_connections,
-                 "clients each SOCKS5, HTTP, SNI and --forward tcp listener serves at once; one more is "
-                 "accepted and reset at once")
+                 "clients each SOCKS5, HTTP, SNI, --forward tcp and --reverse tcp listener serves at once; "
+                 "one more is accepted and reset at once")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--health-max-connections", o.limits.health_max_connections,

@@ -7,7 +7,9 @@
 #   - UDP ASSOCIATE: the caps per listener and per client address are answered "not
 #     allowed", a silent association is closed after --udp-associate-timeout while a busy
 #     one stays, and /metrics counts both;
-#   - a client's host name and request line reach the log escaped (no ESC, NUL or newline).
+#   - a client's host name and request line reach the log escaped (no ESC, NUL or newline);
+#   - --reverse tcp under --max-connections 2: a third connection from the peer (a second
+#     wg-netstack in B, forwarding to it) is reset, and one is served after the others left.
 # No peer answers: nothing here needs the tunnel to carry traffic.
 #
 #        namespace $NS_A
@@ -132,6 +134,42 @@ if start udp "" -- --http "$HTTP" --max-udp-associations 3 --max-udp-association
   check "no line begins with the injected text" eval "! grep -qa '^INJECTED' '$TMP/udp.log'"
 else
   fail "wg-netstack for UDP ASSOCIATE did not start"
+fi
+
+log "--- --reverse tcp under --max-connections ---"
+# B, a wg-netstack peer, forwards its 127.0.0.1:7200 to A's reverse listener
+# 198.19.0.1:8081, which A relays to a local HTTP server that holds every connection.
+cat >"$TMP/b.conf" <<CONF
+[Interface]
+PrivateKey = $(cat "$TMP/b.key")
+ListenPort = 51821
+Address = 198.19.0.2/24
+
+[Peer]
+PublicKey = $(wg pubkey <"$TMP/a.key")
+AllowedIPs = 198.19.0.1/32
+Endpoint = 198.18.0.1:51820
+CONF
+chmod 600 "$TMP/b.conf"
+ip netns exec "$NS_A" python3 -m http.server --bind 127.0.0.1 18081 >"$TMP/http-local.log" 2>&1 &
+PIDS+=($!)
+ip netns exec "$NS_B" "$WGNET_BIN/wg-netstack" -c "$TMP/b.conf" --no-socks5 \
+  --forward tcp:127.0.0.1:7200=198.19.0.1:8081 >"$TMP/b.log" 2>&1 &
+PIDS+=($!)
+if wait_listen "$NS_A" 127.0.0.1:18081 && wait_listen "$NS_B" 127.0.0.1:7200 &&
+  start reverse "" -- --max-connections 2 --reverse tcp:198.19.0.1:8081=127.0.0.1:18081; then
+  ip netns exec "$NS_B" python3 "$PROBE" hold 127.0.0.1:7200 2 10 >"$TMP/hold-rev.out" 2>&1 &
+  holder=$!
+  check "two connections from B relayed to A's server" eventually 100 test "$(metric wgnet_proxy_connections_active)" = 2
+  out=$(ip netns exec "$NS_B" timeout 20 python3 "$PROBE" probe 127.0.0.1:7200 http)
+  check "a third through the reverse listener is refused ($out)" eval 'test "$out" = reset || test "$out" = closed'
+  check "/metrics counts it" test "$(metric wgnet_proxy_connections_refused_total)" = 1
+  check "the cap said once" test "$(grep -c 'reverse tcp:198.19.0.1:8081=127.0.0.1:18081: 2 connections' "$TMP/reverse.log")" = 1
+  wait "$holder"
+  served_again() { test "$(ip netns exec "$NS_B" timeout 20 python3 "$PROBE" probe 127.0.0.1:7200 http)" = served; }
+  check "served again once the two closed" eventually 50 served_again
+else
+  fail "wg-netstack with a reverse listener (or its peer, or the local server) did not start"
 fi
 
 finish "limits"
