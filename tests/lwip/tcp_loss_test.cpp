@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "lwip/inet_chksum.h"
@@ -36,14 +37,25 @@
 #include "lwip/timeouts.h"
 
 namespace {
-u32_t g_now = 1000;  // ms; lwIP treats 0 specially in places
+u32_t g_now = 1000;     // ms; lwIP treats 0 specially in places
+uint64_t g_ms = 1000;   // the same clock, never wrapping (as CLOCK_MONOTONIC's ms)
+
+// Moves the clock forward to `ms` ms before sys_now() wraps; timers due meanwhile run
+// at the next check.
+void jump_to_wrap(u32_t ms) {
+  const u32_t to = 0u - ms;
+  g_ms += static_cast<u32_t>(to - g_now);
+  g_now = to;
 }
+// `a` is at or before `b` on the wrapping millisecond clock.
+bool not_after(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) <= 0; }
+}  // namespace
 extern "C" u32_t sys_now(void) { return g_now; }
 // TCP_CLOCK_US (patch 0005) on the same fake clock; glue.c's real one is weak.
-extern "C" u32_t wgnet_lwip_now_us(void) { return g_now * 1000u; }
+extern "C" u32_t wgnet_lwip_now_us(void) { return static_cast<u32_t>(g_ms * 1000u); }
 // TCP_TICKS_NOW (patch 0012), 20 ms slow ticks of the same clock, from 1000 ticks before
 // the counter wraps: every case from the 20th simulated second on runs past the wrap.
-extern "C" u32_t wgnet_lwip_slow_ticks(void) { return 0xffffffffu - 1000u + g_now / 20u; }
+extern "C" u32_t wgnet_lwip_slow_ticks(void) { return 0xffffffffu - 1000u + static_cast<u32_t>(g_ms / 20u); }
 
 namespace {
 
@@ -150,8 +162,9 @@ class Link {
   void run(uint32_t ms, const std::function<bool()>& done = nullptr) {
     for (uint32_t i = 0; i < ms; ++i) {
       ++g_now;
+      ++g_ms;
       if (batch) tcp_input_batch_begin();
-      while (!q_.empty() && q_.front().due <= g_now) {
+      while (!q_.empty() && not_after(q_.front().due, g_now)) {
         InFlight f = std::move(q_.front());
         q_.pop_front();
         netif* to = f.to_b ? &b_ : &a_;
@@ -216,19 +229,20 @@ class Link {
     uint32_t due = g_now + kDelayMs + (from_sender ? extra_delay_ms : 0);
     if (from_sender && bottleneck_ms != 0) {
       // departures of the packets still queued at the bottleneck
-      while (!departures_.empty() && departures_.front() <= g_now) departures_.pop_front();
+      while (!departures_.empty() && not_after(departures_.front(), g_now)) departures_.pop_front();
       if (departures_.size() >= queue_limit) {
         ++queue_drops;
         return ERR_OK;
       }
-      const uint32_t leave = std::max(g_now, departures_.empty() ? g_now : departures_.back()) + bottleneck_ms;
+      const uint32_t last = departures_.empty() ? g_now : departures_.back();
+      const uint32_t leave = (not_after(last, g_now) ? g_now : last) + bottleneck_ms;
       departures_.push_back(leave);
       max_queue = std::max<uint32_t>(max_queue, static_cast<uint32_t>(departures_.size()));
       due = leave + kDelayMs + extra_delay_ms;
     }
     // the queue is ordered by due time (a bottleneck delays only one direction)
     auto at = q_.end();
-    while (at != q_.begin() && std::prev(at)->due > due) --at;
+    while (at != q_.begin() && !not_after(std::prev(at)->due, due)) --at;
     q_.insert(at, {due, from_sender, std::move(pkt)});
     return ERR_OK;
   }
@@ -1034,6 +1048,8 @@ TEST_CASE("lwip tcp timers: idle connections are not visited, a busy one costs i
   INFO("timer visits " << visits << ", segments " << link.sent.size());
   CHECK(visits < 2 * link.sent.size() + 1000);
   CHECK(tcp_armed_pcbs == nullptr);
+  // Nothing left to time: the stack's thread may sleep until a packet comes.
+  CHECK(sys_timeouts_sleeptime() == SYS_TIMEOUTS_SLEEPTIME_INFINITE);
 }
 
 TEST_CASE("lwip tcp timers: an idle connection's keepalive is sent when due, and only then", "[lwip-tcp]") {
@@ -1200,4 +1216,94 @@ TEST_CASE("lwip timers: reassembly and ND timers stop while idle, a fragment res
   CHECK(lwip_cyclic_timer_armed(nd6_tmr));
   link.run(1500);
   CHECK_FALSE(lwip_cyclic_timer_armed(nd6_tmr));
+}
+
+TEST_CASE("lwip tcp timers: keepalives of different idle times fall due each at its own time", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  // By the probe's seq (which names the connection); before `idle`, whose end sends
+  // resets through link.drop.
+  std::map<uint32_t, u32_t> first_probe;
+  struct Armed {
+    u32_t idle_ticks, last;
+  };
+  std::map<uint32_t, Armed> armed;
+  IdleConnections idle(link, 40);
+  // Idle times of 2..41 s, armed in a shuffled order.
+  std::vector<size_t> order(idle.all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::mt19937 shuffle_with(7);
+  std::shuffle(order.begin(), order.end(), shuffle_with);
+  for (size_t i : order) {
+    tcp_pcb* p = idle.all[i]->snd;
+    ip_set_option(p, SOF_KEEPALIVE);
+    p->keep_idle = static_cast<u32_t>(2 + i) * 1000;
+    p->keep_intvl = 1000;
+    p->keep_cnt = 3;
+    tcp_arm(p);
+    armed[p->snd_nxt - 1] = {p->keep_idle / 20, p->tmr};
+  }
+  // Every other one closed (both ends), out of the middle of the heap.
+  std::vector<uint32_t> closed;
+  for (size_t i = 0; i < idle.all.size(); i += 2) {
+    closed.push_back(idle.all[i]->snd->snd_nxt - 1);
+    idle.all[i].reset();
+  }
+  link.drop = [&](const Seg& s, int) {
+    if (s.from_sender && s.payload == 0 && armed.count(s.seq) && !first_probe.count(s.seq))
+      first_probe[s.seq] = wgnet_lwip_slow_ticks();
+    return false;
+  };
+  link.run(45000);
+  size_t open = 0;
+  for (auto& t : idle.all) {
+    if (t == nullptr) continue;
+    ++open;
+    const uint32_t seq = t->snd->snd_nxt - 1;
+    REQUIRE(first_probe.count(seq) == 1);
+    const Armed& a = armed[seq];
+    // Due after its own idle time (more than that many slow ticks), on the next whole
+    // second (50 ticks).
+    INFO("idle " << a.idle_ticks / 50 << " s: probed " << first_probe[seq] - a.last << " ticks after its last segment");
+    CHECK(first_probe[seq] - a.last >= a.idle_ticks + 1);
+    CHECK(first_probe[seq] - a.last <= a.idle_ticks + 1 + 50);
+  }
+  CHECK(open == 20);
+  for (uint32_t seq : closed) CHECK(first_probe.count(seq) == 0);
+}
+
+TEST_CASE("lwip timers: across the wrap of the millisecond clock the RTO holds, then the timers stop", "[lwip-tcp]") {
+  init_once();
+  Link link;
+  link.run(2000);
+  jump_to_wrap(150);
+  link.run(1);  // what fell due in the jump
+  Transfer t(link, 40 * 1380);
+  // As the RTO case above: everything from the sender lost for 150 ms once 10 segments
+  // went through, so that the RTO falls after sys_now() wraps.
+  uint32_t blackout_from = 0;
+  bool blackout = false;
+  link.drop = [&](const Seg& s, int) {
+    if (!s.from_sender || s.payload == 0) return false;
+    if (t.segment_of(s.seq) < 10 && !blackout) return false;
+    if (!blackout) {
+      blackout = true;
+      blackout_from = g_now;
+    }
+    return static_cast<uint32_t>(g_now - blackout_from) < 150;
+  };
+  REQUIRE(t.run(link, 20000));
+  CHECK(t.rto_seen);
+  const auto sends = sends_of(link, t.seq_of(10 * t.mss()));
+  REQUIRE(sends.size() >= 2);
+  INFO("first sent at " << sends[0].at << ", again at " << sends[1].at);
+  CHECK(sends[0].at > 0x80000000u);  // before the wrap
+  CHECK(sends[1].at < 0x80000000u);  // after it
+  const uint32_t waited = sends[1].at - sends[0].at;
+  CHECK(waited >= 200);
+  CHECK(waited <= 260);
+  // Idle again past the wrap: nothing armed, nothing scheduled.
+  link.run(5000);
+  CHECK(tcp_armed_pcbs == nullptr);
+  CHECK(sys_timeouts_sleeptime() == SYS_TIMEOUTS_SLEEPTIME_INFINITE);
 }
