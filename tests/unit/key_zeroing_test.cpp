@@ -47,6 +47,18 @@ struct PeerKeysAccess {
       f((*kp)->receive);
     }
   }
+  // The handshake's secrets: chaining key, ephemeral private key, preshared key and
+  // static-static secret; `in_progress` whether an initiation waits for its response.
+  template <class F>
+  static bool each_handshake_secret(Peer& p, F&& f) {
+    std::lock_guard lock(p.handshake_mu_);
+    const noise::Handshake& h = p.handshake_;
+    f(h.chaining_key.data());
+    f(h.local_ephemeral.data());
+    f(h.preshared_key.data());
+    f(h.precomputed_static_static.data());
+    return h.state == noise::State::initiation_created;
+  }
 };
 
 }  // namespace wg
@@ -368,6 +380,80 @@ TEST_CASE("key zeroing: down() leaves no byte of a session's keys in memory", "[
   CHECK_FALSE(pr.pair.a_to_b->has_session_keys());
   CHECK_FALSE(pr.pair.b_to_a->has_session_keys());
   const Scan s = scan_memory(keys);
+  INFO(describe(s));
+  CHECK(s.bytes > 0);
+  CHECK(s.hits.empty());
+}
+
+namespace {
+
+// a's initiation to b, whose device is down, waiting for its response: its handshake
+// secrets (and its preshared key) masked, each checked to be found while held.
+struct HandshakeInProgress {
+  Pair pr;
+  std::vector<MaskedKey> keys;
+
+  HandshakeInProgress() {
+    PresharedKey psk;
+    random_bytes(psk.data(), kKeyLen);
+    pr.a.set_preshared_key(*pr.pair.a_to_b, psk);
+    pr.b.set_preshared_key(*pr.pair.b_to_a, psk);
+    psk.clear();
+    scrub_stack();  // the test's own copies
+    pr.b.down();
+    pr.pair.a.tun.inject(wgtest::ip4_packet(1, 2, 1));  // starts the handshake
+    REQUIRE(eventually([&] { return collect(); }));
+    const Scan held = scan_memory(keys);
+    for (size_t k = 0; k < keys.size(); ++k) {
+      INFO("secret " << k);
+      CHECK(std::any_of(held.hits.begin(), held.hits.end(), [&](const Hit& h) { return h.key == k; }));
+    }
+  }
+  // The four secrets, once the initiation is made.
+  bool collect() {
+    std::vector<MaskedKey> now;
+    const bool waiting = PeerKeysAccess::each_handshake_secret(
+        *pr.pair.a_to_b, [&](const uint8_t* key) { now.push_back(mask_key(key)); });
+    if (!waiting) return false;
+    keys = std::move(now);
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("key zeroing: down() leaves no byte of a handshake in progress", "[keypair][device]") {
+  HandshakeInProgress h;
+  h.pr.a.down();
+  const Scan s = scan_memory({h.keys[0], h.keys[1]});  // chaining key, ephemeral
+  INFO(describe(s));
+  CHECK(s.bytes > 0);
+  CHECK(s.hits.empty());
+}
+
+TEST_CASE("key zeroing: a removed peer leaves no byte of its handshake, preshared key or static-static secret",
+          "[keypair][device]") {
+  HandshakeInProgress h;
+  const PublicKey b_pub = h.pr.pair.b.pub(), a_pub = h.pr.pair.a.pub();
+  h.pr.pair.a_to_b.reset();
+  h.pr.pair.b_to_a.reset();
+  h.pr.a.remove_peer(b_pub);
+  h.pr.b.remove_peer(a_pub);
+  const Scan s = scan_memory(h.keys);
+  INFO(describe(s));
+  CHECK(s.bytes > 0);
+  CHECK(s.hits.empty());
+}
+
+TEST_CASE("key zeroing: an initiation sent again leaves no byte of the one before", "[keypair][device][clock]") {
+  HandshakeInProgress h;
+  const std::vector<MaskedKey> first{h.keys[0], h.keys[1]};
+  // REKEY_TIMEOUT later a's timer sends a new initiation, with a new ephemeral key (b,
+  // down, has no timers to run).
+  h.pr.clock.offset.fetch_add(std::chrono::duration_cast<Clock::duration>(kRekeyTimeout + 1s).count());
+  REQUIRE(h.pr.a.clock_moved());
+  REQUIRE(eventually([&] { return h.collect() && !same_key(h.keys[1], first[1]); }));
+  const Scan s = scan_memory(first);
   INFO(describe(s));
   CHECK(s.bytes > 0);
   CHECK(s.hits.empty());
