@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The manuals and --help agree: for wg-netstack, wg-tun and wg-run, the flags,
 # environment variables and signals of `PROG --help` are those of docs/man/PROG.8.scd,
-# every flag is in the program's own reference under docs/ too, the page's version is
-# the program's, and the page scdoc makes lints clean (mandoc, man).
+# every flag is in the program's own reference under docs/ too and every flag of that
+# reference's option tables in --help, the page's version is the program's, and the page
+# scdoc makes lints clean (mandoc, man).
 #
 #   man_test.sh BIN_DIR SOURCE_DIR
 #
@@ -77,10 +78,16 @@ for prog in wg-netstack wg-tun wg-run; do
     compare "$prog" "$what" "$tmp/help.$kind" "$tmp/page.$kind"
   done
 
-  # Every flag of --help is in the program's reference in docs/ too.
+  # Every flag of --help is in the program's reference in docs/ too, and every flag its
+  # option tables name (the rows' first cells) is in --help.
   while read -r flag; do
     grep -qF -- "$flag" "$src/docs/$prog.md" || fail "$prog: flag $flag is in --help, not in docs/$prog.md"
   done < "$tmp/help.flags"
+  grep -E '^\| *`-' "$src/docs/$prog.md" | cut -d'|' -f2 | flags > "$tmp/doc.flags"
+  [ -s "$tmp/doc.flags" ] || fail "$prog: docs/$prog.md has no option table"
+  while read -r flag; do
+    fail "$prog: flag $flag is in docs/$prog.md's option table, not in --help"
+  done < <(comm -13 "$tmp/help.flags" "$tmp/doc.flags")
 
   version=$("$bin/$prog" --version | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1 || true)
   head -1 "$page" | grep -qF "\"wgnet $version\"" ||

@@ -44,6 +44,16 @@ trap cleanup EXIT
 echo "--- install"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$deb" "$devdeb" >"$tmp/apt.log" 2>&1 ||
   { cat "$tmp/apt.log"; echo "FAIL: apt-get install"; exit 1; }
+# Every program the package installs is in the documentation's lists: the package
+# table, README's manuals, the build's program list, and the CHANGELOG.
+programs=$(dpkg -L wgnet | sed -n 's|^/usr/bin/||p' | sort)
+check "the package installs programs ($(echo $programs))" test -n "$programs"
+for p in $programs; do
+  check "$p is in docs/packaging.md's table" grep -qE "^\| .*\`$p\`.* in \`/usr/bin\`" "$src/docs/packaging.md"
+  check "man 8 $p is in README's manuals" grep -qF "\`man 8 $p\`" "$src/README.md"
+  check "$p is in docs/building.md" grep -qF "$p" "$src/docs/building.md"
+  check "$p is in CHANGELOG.md" grep -qF "$p" "$src/CHANGELOG.md"
+done
 for p in wg-netstack wg-tun wg-run; do
   check "$p is /usr/bin/$p" test "$(command -v $p)" = "/usr/bin/$p"
   out=$($p -v)
