@@ -160,7 +160,8 @@ if wait_listen "$NS_A" 127.0.0.1:18081 && wait_listen "$NS_B" 127.0.0.1:7200 &&
   start reverse "" -- --max-connections 2 --reverse tcp:198.19.0.1:8081=127.0.0.1:18081; then
   ip netns exec "$NS_B" python3 "$PROBE" hold 127.0.0.1:7200 2 10 >"$TMP/hold-rev.out" 2>&1 &
   holder=$!
-  check "two connections from B relayed to A's server" eventually 100 test "$(metric wgnet_proxy_connections_active)" = 2
+  relayed() { test "$(metric wgnet_proxy_connections_active)" = "$1"; }
+  check "two connections from B relayed to A's server" eventually 100 relayed 2
   out=$(ip netns exec "$NS_B" timeout 20 python3 "$PROBE" probe 127.0.0.1:7200 http)
   check "a third through the reverse listener is refused ($out)" eval 'test "$out" = reset || test "$out" = closed'
   check "/metrics counts it" test "$(metric wgnet_proxy_connections_refused_total)" = 1
