@@ -14,12 +14,14 @@
 #   │ veth 198.18.0.1/24           │ <───veth───> │ echo 0.0.0.0:7, veth 198.18.0.2 │
 #   └──────────────────────────────┘              └─────────────────────────────────┘
 #
-# Fresh start: A comes up first and its first initiation (PersistentKeepalive) meets a
-# closed port; B comes up 300 ms later, as when a client and its server start together.
-# The first requests must not wait for REKEY_TIMEOUT (5 s): each must be echoed within
-# 2 s. Then 11 s of silence (past the 10 s keepalive: nothing in flight, the session
-# older), and the lone requests again, B's direction first, each echoed within 1 s (each
-# one alone: nothing else is in flight when it is sent). The round trips are printed.
+# Fresh start, A the initiator: A comes up first and its first initiation
+# (PersistentKeepalive) meets a closed port; B comes up 300 ms later, as when a client
+# and its server start together. The first requests must not wait for REKEY_TIMEOUT
+# (5 s): each must be echoed within 2 s. Then 11 s of silence (past the 10 s keepalive:
+# nothing in flight, the session older), and the lone requests again, B's direction
+# first, each echoed within 1 s (each one alone: nothing else is in flight when it is
+# sent). Then the same with B the initiator: only B knows the other's endpoint, and B's
+# lone datagram starts the handshake. The round trips are printed.
 # wireguard-go is the reference release, when the machine has one (REFERENCE_WG_GO
 # below), else the one on PATH; WIREGUARD_GO picks another.
 #
@@ -45,14 +47,12 @@ run_bg() {
   PIDS+=($!)
 }
 
-# netstack_conf FILE KEY ADDR PEERPUB PEERADDR [ENDPOINT]: a wg-netstack config.
+# netstack_conf FILE KEY ADDR PORT PEERPUB PEERADDR [ENDPOINT]: a wg-netstack config.
 netstack_conf() {
   {
-    printf '[Interface]\nPrivateKey = %s\nAddress = %s/24\n' "$(cat "$2")" "$3"
-    [ -z "${6:-}" ] && printf 'ListenPort = %s\n' "$PORT_B"
-    [ -n "${6:-}" ] && printf 'ListenPort = %s\n' "$PORT_A"
-    printf '\n[Peer]\nPublicKey = %s\nAllowedIPs = %s/32\n' "$4" "$5"
-    [ -n "${6:-}" ] && printf 'Endpoint = %s\nPersistentKeepalive = 25\n' "$6"
+    printf '[Interface]\nPrivateKey = %s\nAddress = %s/24\nListenPort = %s\n' "$(cat "$2")" "$3" "$4"
+    printf '\n[Peer]\nPublicKey = %s\nAllowedIPs = %s/32\n' "$5" "$6"
+    if [ -n "${7:-}" ]; then printf 'Endpoint = %s\nPersistentKeepalive = 25\n' "$7"; fi
   } >"$1"
   chmod 600 "$1"
 }
@@ -76,24 +76,28 @@ stop_all() {
   rm -f "/var/run/wireguard/$WG_B.sock"
 }
 
+# scenario IMPL INITIATOR: wg-netstack in A against IMPL in B; INITIATOR (a or b) alone
+# knows the other's endpoint.
 scenario() {
-  local impl=$1 to_a_host to_a_port
-  log "--- wg-netstack against $impl"
+  local impl=$1 initiator=$2 to_a_host to_a_port a_endpoint= b_endpoint= name
+  name="$impl, $initiator initiates"
+  log "--- wg-netstack against $name"
+  if [ "$initiator" = a ]; then a_endpoint=198.18.0.2:$PORT_B; else b_endpoint=198.18.0.1:$PORT_A; fi
   make_namespaces
   (umask 077; wg genkey >"$TMP/a.key"; wg genkey >"$TMP/b.key")
   wg pubkey <"$TMP/a.key" >"$TMP/a.pub"
   wg pubkey <"$TMP/b.key" >"$TMP/b.pub"
   run_bg "$NS_A" echo-a "$HERE/echo_server.py" 127.0.0.1 7
   run_bg "$NS_B" echo-b "$HERE/echo_server.py" 0.0.0.0 7
-  netstack_conf "$TMP/a.conf" "$TMP/a.key" 198.19.0.1 "$(cat "$TMP/b.pub")" 198.19.0.2 "198.18.0.2:$PORT_B"
+  netstack_conf "$TMP/a.conf" "$TMP/a.key" 198.19.0.1 "$PORT_A" "$(cat "$TMP/b.pub")" 198.19.0.2 "$a_endpoint"
   run_bg "$NS_A" "netstack-a-$impl" "$WGNET_BIN/wg-netstack" -c "$TMP/a.conf" --no-socks5 \
     --forward udp:127.0.0.1:7000=198.19.0.2:7 --forward tcp:127.0.0.1:7000=198.19.0.2:7 \
     --reverse udp:198.19.0.1:7=127.0.0.1:7 --reverse tcp:198.19.0.1:7=127.0.0.1:7
   wait_listen "$NS_A" 127.0.0.1:7000 || { fail "$impl: wg-netstack in A did not start"; stop_all; return; }
   wait_listen "$NS_B" 0.0.0.0:7 || { fail "$impl: no echo server in B"; stop_all; return; }
-  sleep 0.3  # B starts after A's first initiation was refused
+  sleep 0.3  # with A the initiator: B starts after its first initiation was refused
   if [ "$impl" = wg-netstack ]; then
-    netstack_conf "$TMP/b.conf" "$TMP/b.key" 198.19.0.2 "$(cat "$TMP/a.pub")" 198.19.0.1
+    netstack_conf "$TMP/b.conf" "$TMP/b.key" 198.19.0.2 "$PORT_B" "$(cat "$TMP/a.pub")" 198.19.0.1 "$b_endpoint"
     run_bg "$NS_B" netstack-b "$WGNET_BIN/wg-netstack" -c "$TMP/b.conf" --no-socks5 \
       --forward udp:127.0.0.1:7100=198.19.0.1:7 --forward tcp:127.0.0.1:7100=198.19.0.1:7 \
       --reverse udp:198.19.0.2:7=127.0.0.1:7 --reverse tcp:198.19.0.2:7=127.0.0.1:7
@@ -102,23 +106,31 @@ scenario() {
   else
     start_impl "$NS_B" "$WG_B" "$impl" || { fail "$impl did not start"; stop_all; return; }
     ip netns exec "$NS_B" wg set "$WG_B" private-key "$TMP/b.key" listen-port "$PORT_B" \
-      peer "$(cat "$TMP/a.pub")" allowed-ips 198.19.0.1/32
+      peer "$(cat "$TMP/a.pub")" allowed-ips 198.19.0.1/32 \
+      ${b_endpoint:+endpoint "$b_endpoint" persistent-keepalive 25}
     ip netns exec "$NS_B" ip addr add 198.19.0.2/24 dev "$WG_B"
     ip netns exec "$NS_B" ip link set "$WG_B" up
     to_a_host=198.19.0.1 to_a_port=7
   fi
-  probe "$NS_A" udp 127.0.0.1 7000 2 "$impl: fresh start, A→B datagram"
-  probe "$NS_B" udp "$to_a_host" "$to_a_port" 2 "$impl: fresh start, B→A datagram"
-  probe "$NS_A" tcp 127.0.0.1 7000 2 "$impl: fresh start, A→B connection"
-  probe "$NS_B" tcp "$to_a_host" "$to_a_port" 2 "$impl: fresh start, B→A connection"
+  if [ "$initiator" = a ]; then
+    probe "$NS_A" udp 127.0.0.1 7000 2 "$name: fresh start, A→B datagram"
+    probe "$NS_B" udp "$to_a_host" "$to_a_port" 2 "$name: fresh start, B→A datagram"
+  else  # A cannot send until B's handshake: B's datagram first
+    probe "$NS_B" udp "$to_a_host" "$to_a_port" 2 "$name: fresh start, B→A datagram"
+    probe "$NS_A" udp 127.0.0.1 7000 2 "$name: fresh start, A→B datagram"
+  fi
+  probe "$NS_A" tcp 127.0.0.1 7000 2 "$name: fresh start, A→B connection"
+  probe "$NS_B" tcp "$to_a_host" "$to_a_port" 2 "$name: fresh start, B→A connection"
   sleep 11  # silence: keepalives done, nothing in flight
-  probe "$NS_B" udp "$to_a_host" "$to_a_port" 1 "$impl: idle session, B→A datagram"
-  probe "$NS_A" udp 127.0.0.1 7000 1 "$impl: idle session, A→B datagram"
-  probe "$NS_A" tcp 127.0.0.1 7000 1 "$impl: idle session, A→B connection"
-  probe "$NS_B" tcp "$to_a_host" "$to_a_port" 1 "$impl: idle session, B→A connection"
+  probe "$NS_B" udp "$to_a_host" "$to_a_port" 1 "$name: idle session, B→A datagram"
+  probe "$NS_A" udp 127.0.0.1 7000 1 "$name: idle session, A→B datagram"
+  probe "$NS_A" tcp 127.0.0.1 7000 1 "$name: idle session, A→B connection"
+  probe "$NS_B" tcp "$to_a_host" "$to_a_port" 1 "$name: idle session, B→A connection"
   stop_all
 }
 
 log "wireguard-go: $WIREGUARD_GO ($("$WIREGUARD_GO" --version 2>&1 | head -1))"
-for impl in wg-netstack wg-tun wireguard-go; do scenario "$impl"; done
+for initiator in a b; do
+  for impl in wg-netstack wg-tun wireguard-go; do scenario "$impl" "$initiator"; done
+done
 finish "lone packet"
