@@ -163,9 +163,10 @@ setup() { # CONFIG
     wg-run)
       # A long-lived wg-run whose COMMAND waits; each measurement enters its namespaces
       # as the user (nsenter, the user namespace first), as a shell inside would run it.
+      # From /: a working directory under /tmp (a clone there) is private inside, and refused.
       chmod 0666 /dev/net/tun
-      ip netns exec "$NS_A" setpriv --reuid=nobody --regid=nogroup --clear-groups \
-        "$WGNET_BIN/wg-run" -c "$TMP/user/wg0.conf" -- sleep "600.$$" >"$TMP/wg-run.log" 2>&1 &
+      (cd / && exec ip netns exec "$NS_A" setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        "$WGNET_BIN/wg-run" -c "$TMP/user/wg0.conf" -- sleep "600.$$") >"$TMP/wg-run.log" 2>&1 &
       A_PID=$!
       PIDS+=("$A_PID")
       # COMMAND is not wg-run's child (a PID namespace's init stands between): found by
@@ -262,13 +263,16 @@ print("%.6f" % d["gbps"])' "$TMP/server.out" 2>/dev/null) ||
 }
 
 # download CONFIG: loss_tool.py, one stream B → A through the SOCKS5 proxy, counted at
-# the client in A.
+# the client in A; the A-side process's CPU over the run.
 download() {
   local cfg=$1 port=47002
   start_server "$PY" "$TOOL" source "$port" --bind 198.19.0.2 --max-seconds $((SECS + 30))
   wait_listen "$NS_B" "198.19.0.2:$port" || { stop_server; return 1; }
+  local c0 c1 t0 t1
+  c0=$(cpu_ticks "$A_PID"); t0=$(date +%s%N)
   timeout -k 2 $((SECS + 30)) "${RUN_IN_A[@]}" "$PY" "$TOOL" socks-download 127.0.0.1:1080 "198.19.0.2:$port" \
     "$SECS" 1 >"$TMP/client.json" 2>"$TMP/client.err"
+  c1=$(cpu_ticks "$A_PID"); t1=$(date +%s%N)
   stop_server
   local gbps
   gbps=$("$PY" -c '
@@ -277,7 +281,10 @@ d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print("%.6f" % d["gbps"])' "$TMP/client.json" 2>/dev/null) ||
     { log "$cfg download: failed: $(tail -c 300 "$TMP/client.err") $(tail -c 300 "$TMP/server.err")"; return 1; }
   record "$cfg" py_down "$gbps"
-  log "$cfg download (loss_tool.py, through SOCKS5): $gbps Gbit/s"
+  local cpu
+  cpu=$("$PY" -c "print('%.0f' % (100.0 * ($c1 - $c0) / $CLK_TCK / (($t1 - $t0) / 1e9)))")
+  record "$cfg" cpu_down "$cpu"
+  log "$cfg download (loss_tool.py, through SOCKS5): $gbps Gbit/s, A-side process $cpu % of a core"
 }
 
 is_netstack() { [ "$1" = wg-netstack ] || [ "$1" = wg-netstack-v ]; }
@@ -362,11 +369,14 @@ rows = [
     ("cpu_a", "CPU of A's WireGuard process during TCP ×1 up (% of a core)", "%.0f"),
     ("cpu_up", "CPU of A's WireGuard process during loss_tool.py up (% of a core)", "%.0f"),
     ("cpu_per_gbps", "same, per Gbit/s (% of a core)", "%.0f"),
+    ("cpu_down", "CPU of A's WireGuard process during loss_tool.py down (% of a core)", "%.0f"),
+    ("cpu_down_per_gbps", "same, per Gbit/s (% of a core)", "%.0f"),
 ]
 for c in ("wg-run", "wg-tun", "wg-netstack", "wg-netstack-v"):
-    t, u = vals.get((c, "py_up"), []), vals.get((c, "cpu_up"), [])
-    if t and len(t) == len(u):
-        vals[(c, "cpu_per_gbps")] = [x / g for x, g in zip(u, t) if g > 0]
+    for rate, cpu, per in (("py_up", "cpu_up", "cpu_per_gbps"), ("py_down", "cpu_down", "cpu_down_per_gbps")):
+        t, u = vals.get((c, rate), []), vals.get((c, cpu), [])
+        if t and len(t) == len(u):
+            vals[(c, per)] = [x / g for x, g in zip(u, t) if g > 0]
 print("| metric | wg-run (nobody) | wg-tun (root) | wg-netstack SOCKS5 (nobody) | wg-run / wg-tun | wg-run / wg-netstack |")
 print("|---|---:|---:|---:|---:|---:|")
 for metric, label, fmt in rows:
