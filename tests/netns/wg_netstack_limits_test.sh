@@ -61,18 +61,14 @@ hold_then_probe() {
 log "=== wg-netstack: caps, descriptors, UDP associations, escaped logs ==="
 make_namespaces
 (umask 077; wg genkey >"$TMP/a.key"; wg genkey >"$TMP/b.key")
-cat >"$TMP/a.conf" <<CONF
-[Interface]
-PrivateKey = $(cat "$TMP/a.key")
-ListenPort = 51820
-Address = 198.19.0.1/24
-
-[Peer]
-PublicKey = $(wg pubkey <"$TMP/b.key")
-AllowedIPs = 198.19.0.0/24
-Endpoint = 198.18.0.2:51821
-CONF
-chmod 600 "$TMP/a.conf"
+# conf NAME PEER PORT ADDRESS ALLOWED ENDPOINT: $TMP/NAME.conf, with $TMP/NAME.key and
+# the public key of $TMP/PEER.key.
+conf() {
+  printf '[Interface]\nPrivateKey = %s\nListenPort = %s\nAddress = %s\n\n' "$(cat "$TMP/$1.key")" "$3" "$4" >"$TMP/$1.conf"
+  printf '[Peer]\nPublicKey = %s\nAllowedIPs = %s\nEndpoint = %s\n' "$(wg pubkey <"$TMP/$2.key")" "$5" "$6" >>"$TMP/$1.conf"
+  chmod 600 "$TMP/$1.conf"
+}
+conf a b 51820 198.19.0.1/24 198.19.0.0/24 198.18.0.2:51821
 
 log "--- 60 idle clients, 40 descriptors ---"
 if start emfile --nofile=40:40 -- --handshake-timeout 60; then
@@ -139,18 +135,7 @@ fi
 log "--- --reverse tcp under --max-connections ---"
 # B, a wg-netstack peer, forwards its 127.0.0.1:7200 to A's reverse listener
 # 198.19.0.1:8081, which A relays to a local HTTP server that holds every connection.
-cat >"$TMP/b.conf" <<CONF
-[Interface]
-PrivateKey = $(cat "$TMP/b.key")
-ListenPort = 51821
-Address = 198.19.0.2/24
-
-[Peer]
-PublicKey = $(wg pubkey <"$TMP/a.key")
-AllowedIPs = 198.19.0.1/32
-Endpoint = 198.18.0.1:51820
-CONF
-chmod 600 "$TMP/b.conf"
+conf b a 51821 198.19.0.2/24 198.19.0.1/32 198.18.0.1:51820
 ip netns exec "$NS_A" python3 -m http.server --bind 127.0.0.1 18081 >"$TMP/http-local.log" 2>&1 &
 PIDS+=($!)
 ip netns exec "$NS_B" "$WGNET_BIN/wg-netstack" -c "$TMP/b.conf" --no-socks5 \
