@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README's headline figures on this machine, each against the current reference in the
-# same run (root; about 35 minutes; nothing else should run meanwhile):
+# same run (root; about 20 minutes; nothing else should run meanwhile):
 #   tests/bench/netns_throughput.sh  wg-tun <-> wg-tun and WIREGUARD_GO <-> WIREGUARD_GO:
 #                                    TCP x1 and x4, CPU per Gbit/s, ping
 #   tests/bench/netns_loss.sh        wg-netstack and WIREPROXY (SOCKS5, against wg-tun),
