@@ -142,7 +142,7 @@ check "non-dumpable: its environ is root's" test "$(stat -c %U /proc/"$TPID"/env
 check "another nobody process cannot read its environ" eval '! as_nobody_reads /proc/$TPID/environ'
 log "=== wg-run as nobody ==="
 # (From /: a working directory under /tmp is private to COMMAND, and refused.)
-(cd / && exec setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+(cd / && exec ip netns exec "$NS_A" setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
   "$WGNET_BIN/wg-run" -c "$TMP/conf/n.conf" -- sleep 60) >"$TMP/wgrun.log" 2>&1 &
 RPID=$!
 PIDS+=("$RPID")
@@ -167,7 +167,7 @@ wait "$RPID"
 forget_pid "$RPID"
 
 log "=== wg-run as root ==="
-(cd / && exec "$WGNET_BIN/wg-run" -c "$TMP/conf/n.conf" -- sleep 60) >"$TMP/wgrun-root.log" 2>&1 &
+(cd / && exec ip netns exec "$NS_A" "$WGNET_BIN/wg-run" -c "$TMP/conf/n.conf" -- sleep 60) >"$TMP/wgrun-root.log" 2>&1 &
 RPID=$!
 PIDS+=("$RPID")
 check "wg-run up" eventually 100 threaded "$RPID"

@@ -48,7 +48,7 @@ struct PeerKeysAccess {
     }
   }
   // The handshake's secrets: chaining key, ephemeral private key, preshared key and
-  // static-static secret; `in_progress` whether an initiation waits for its response.
+  // static-static secret. True when an initiation waits for its response.
   template <class F>
   static bool each_handshake_secret(Peer& p, F&& f) {
     std::lock_guard lock(p.handshake_mu_);
