@@ -32,6 +32,12 @@ void secure_wipe(void* p, size_t n) { sodium_memzero(p, n); }
 }
 bool ct_equal(const void* a, const void* b, size_t n) { return sodium_memcmp(a, b, n) == 0; }
 
+void copy_secret(uint8_t* to, const uint8_t* from, size_t n) {
+  const volatile uint8_t* in = from;
+  volatile uint8_t* out = to;
+  for (size_t i = 0; i < n; ++i) out[i] = in[i];
+}
+
 template <class Tag>
 bool Key<Tag>::is_zero() const {
   return sodium_is_zero(bytes_.data(), bytes_.size()) == 1;

@@ -30,6 +30,9 @@ bool ct_equal(const void* a, const void* b, size_t n);
 // Zeroes `bytes` of stack below the caller's frame, where returned calls left key
 // material. Call from a shallow frame.
 void scrub_stack(size_t bytes = 64 * 1024);
+// Copies n bytes one at a time: no vector register is left holding them (a register
+// the thread's next lazily bound call may spill to its stack).
+void copy_secret(uint8_t* to, const uint8_t* from, size_t n);
 
 // Wipes what it frees, so a growing buffer leaves no copy of key material behind.
 template <class T>
@@ -53,9 +56,12 @@ template <class Tag>
 class Key {
 public:
   Key() = default;
-  explicit Key(std::span<const uint8_t, kKeyLen> b) { std::copy(b.begin(), b.end(), bytes_.begin()); }
-  Key(const Key&) = default;
-  Key& operator=(const Key&) = default;
+  explicit Key(std::span<const uint8_t, kKeyLen> b) { copy_secret(bytes_.data(), b.data(), kKeyLen); }
+  Key(const Key& k) { copy_secret(bytes_.data(), k.bytes_.data(), kKeyLen); }
+  Key& operator=(const Key& k) {
+    if (this != &k) copy_secret(bytes_.data(), k.bytes_.data(), kKeyLen);
+    return *this;
+  }
   ~Key() { secure_wipe(bytes_.data(), bytes_.size()); }
 
   uint8_t* data() { return bytes_.data(); }
