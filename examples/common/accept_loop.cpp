@@ -65,13 +65,33 @@ int reset_waiting(tcp::acceptor& a, const AcceptOptions& options) {
 
 }  // namespace
 
+bool ConnectionCap::admit() {
+  if (max_ > 0 && *open_ >= max_) {
+    if (!at_cap_)
+      wg::log::error("{}: {} connections open, the most allowed: refusing new ones until some close", name_,
+                     *open_);
+    at_cap_ = true;
+    return false;
+  }
+  if (at_cap_) {
+    at_cap_ = false;
+    wg::log::error("{}: below {} connections again: accepting", name_, max_);
+  }
+  return true;
+}
+
+std::shared_ptr<void> ConnectionCap::slot() {
+  ++*open_;
+  return std::shared_ptr<void>(nullptr, [open = open_](void*) { --*open; });
+}
+
 asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, AcceptOptions options,
                                   std::function<asio::awaitable<void>(tcp::socket)> serve) {
   auto ex = acceptor.get_executor();
-  auto open = std::make_shared<size_t>(0);  // connections being served; the one thread's
+  ConnectionCap cap(options.name, options.max_connections);
   wg::UniqueFd reserve = take_reserve();
   asio::steady_timer pause(ex);
-  bool out_of_fds = false, at_cap = false;
+  bool out_of_fds = false;
   for (;;) {
     if (!reserve) reserve = take_reserve();
     auto [ec, s] = co_await acceptor.async_accept(kTry);
@@ -97,22 +117,13 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, AcceptOptions options
       out_of_fds = false;
       wg::log::error("{}: file descriptors free again: accepting connections", options.name);
     }
-    if (options.max_connections > 0 && *open >= options.max_connections) {
-      if (!at_cap)
-        wg::log::error("{}: {} connections open, the most allowed: refusing new ones until some close",
-                       options.name, *open);
-      at_cap = true;
+    if (!cap.admit()) {
       if (options.on_refused) options.on_refused();
       reset(s);
       continue;
     }
-    if (at_cap) {
-      at_cap = false;
-      wg::log::error("{}: below {} connections again: accepting", options.name, options.max_connections);
-    }
     s.set_option(tcp::no_delay(true), ec);
-    ++*open;
-    asio::co_spawn(ex, serve(std::move(s)), [open](std::exception_ptr) { --*open; });
+    asio::co_spawn(ex, serve(std::move(s)), [slot = cap.slot()](std::exception_ptr) {});
   }
 }
 

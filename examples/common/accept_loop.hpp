@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace programs {
@@ -17,6 +18,23 @@ struct AcceptOptions {
   // once, so its client learns it will not be served instead of waiting in the backlog.
   size_t max_connections = 0;
   std::function<void()> on_refused;  // a connection is reset for either reason, called before (may be empty)
+};
+
+// At most `max` connections served at once (0: no cap); a stretch at the cap is logged
+// once when it starts and once when it ends. One thread's.
+class ConnectionCap {
+public:
+  ConnectionCap(std::string name, size_t max) : name_(std::move(name)), max_(max) {}
+  // One more connection: true to serve it (holding a slot()), false to refuse it.
+  bool admit();
+  // Counts a connection being served until the handle is dropped.
+  std::shared_ptr<void> slot();
+
+private:
+  std::string name_;
+  size_t max_;
+  std::shared_ptr<size_t> open_ = std::make_shared<size_t>(0);
+  bool at_cap_ = false;
 };
 
 // Accepts on `acceptor` until it is closed, serving each connection (TCP_NODELAY set) in

@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "accept_loop.hpp"
 #include "dial.hpp"
 #include "listener.hpp"
 #include "wg/base/log.hpp"
@@ -124,8 +125,7 @@ awaitable<void> forward_udp(Context& ctx, std::shared_ptr<udp::socket> sock, For
 // reset at once (each its own descriptor here).
 awaitable<void> reverse_tcp(Context& ctx, std::shared_ptr<netstack::TcpListener> l, ForwardSpec spec,
                             tcp::endpoint target) {
-  auto live = std::make_shared<size_t>(0);  // on the stack's thread only
-  bool at_cap = false;
+  programs::ConnectionCap cap("reverse " + spec.text, ctx.limits.max_connections);  // the stack's thread's
   for (;;) {
     auto [ec, stream] = co_await l->async_accept(kTry);
     if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) co_return;
@@ -134,21 +134,12 @@ awaitable<void> reverse_tcp(Context& ctx, std::shared_ptr<netstack::TcpListener>
       co_await pause.async_wait(kTry);
       continue;
     }
-    if (*live >= ctx.limits.max_connections) {
-      if (!at_cap) wg::log::error("reverse {}: {} connections at once: resetting more", spec.text, *live);
-      at_cap = true;
+    if (!cap.admit()) {
       ctx.metrics.connections_refused.fetch_add(1);
       stream.abort();
       continue;
     }
-    if (at_cap) wg::log::event("reverse {}: below {} connections again", spec.text, ctx.limits.max_connections);
-    at_cap = false;
-    ++*live;
-    asio::co_spawn(ctx.stack.get_executor(), [&ctx, spec, target, live, stream = std::move(stream)]() mutable -> awaitable<void> {
-      struct Count {
-        std::shared_ptr<size_t> live;
-        ~Count() { --*live; }
-      } count{live};
+    asio::co_spawn(ctx.stack.get_executor(), [&ctx, spec, target, slot = cap.slot(), stream = std::move(stream)]() mutable -> awaitable<void> {
       ctx.metrics.connections_total.fetch_add(1);
       tcp::socket s(ctx.stack.get_executor());
       auto [cerr] = co_await s.async_connect(target, kTry);
